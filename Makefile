@@ -1,0 +1,43 @@
+# `make run` and `make test` each set up their own virtual environment from a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# What the sandbox and the tests need from the system: isolation, interpreters, git.
+SYSTEM_PACKAGES := bubblewrap python3 nodejs git
+# Nice to have inside the local sandbox for real analyses (not needed by the tests).
+SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy
+
+.PHONY: run test lint bench system system-extras clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+system:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+system-extras:
+	@dpkg -s $(SANDBOX_EXTRAS) >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SANDBOX_EXTRAS))
+
+# Usage: make run ARGS='ask --csv data.csv "question"'
+run: system system-extras $(BIN)/.installed
+	$(BIN)/python -m bot $(ARGS)
+
+test: system $(BIN)/.installed
+	$(BIN)/ruff check bot tests bench
+	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/pytest -q
+
+bench: system $(BIN)/.installed
+	$(BIN)/python bench/run_code_roundtrip.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

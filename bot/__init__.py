@@ -1,0 +1,1 @@
+"""A Slack code interpreter: answers data questions by running code in a sandbox."""

@@ -1,0 +1,60 @@
+"""Typed progress events. The terminal and Slack are two reporters of the same events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.agent.usage import Usage
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    tool: str
+    language: str | None  # for run_code
+    code: str  # the code, or a one-line summary of the input for the other tools
+    detached: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    call_id: str
+    tool: str
+    status: str  # ok | error | timeout | killed | running | invalid
+    exit_code: int | None
+    duration_s: float
+    excerpt: str  # a short piece of stdout/stderr for display
+
+
+@dataclass(frozen=True)
+class TextEmitted:
+    text: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    answer: str
+    turns: int
+    usage: Usage
+    cost_usd: float | None  # None: the model is not in the price table
+    stop: str  # end_turn | max_turns | max_tokens | refusal
+
+
+@dataclass(frozen=True)
+class RunFailed:
+    reason: str  # safe to show to a user
+    turns: int
+    usage: Usage
+    cost_usd: float | None
+
+
+Event = ToolCallStarted | ToolCallFinished | TextEmitted | RunFinished | RunFailed
+
+
+class Reporter(Protocol):
+    async def __call__(self, event: Event) -> None: ...
+
+
+async def discard(event: Event) -> None:
+    """A reporter that shows nothing."""

@@ -1,0 +1,223 @@
+"""The tool-use loop, written by hand on `AsyncAnthropic` (full history every turn)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+from anthropic.types import Message
+
+from bot.agent.events import (
+    Reporter,
+    RunFailed,
+    RunFinished,
+    TextEmitted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from bot.agent.model import ModelError, RetryPolicy, create_message
+from bot.agent.pricing import response_cost
+from bot.agent.prompt import system_blocks
+from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
+from bot.agent.usage import Usage
+
+LAST_TURN_NOTE = (
+    "This is your last turn: do not call any more tools. Write your answer now from what "
+    "you have, and say what is still unfinished."
+)
+CANCELLED_NOTE = "The user cancelled the run before this tool call finished."
+TRUNCATED_CALL_NOTE = (
+    "Your reply hit the output token limit before this tool call was complete, so it was not "
+    "run. Send shorter code, or split the work into several calls."
+)
+TERMINAL_STOPS = {"end_turn", "stop_sequence"}
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    model: str
+    max_turns: int = 15
+    max_output_tokens: int = 16_000
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass
+class _Run:
+    """Running totals of one `Agent.run`."""
+
+    started: float = field(default_factory=time.monotonic)
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = 0.0
+
+    def add(self, message: Message) -> None:
+        self.turns += 1
+        usage = Usage.from_api(message.usage)
+        self.usage += usage
+        cost = response_cost(message.model, usage)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+
+class Agent:
+    """One conversation: its history survives across `run` calls (follow-up questions)."""
+
+    def __init__(
+        self, client: anthropic.AsyncAnthropic, config: AgentConfig, toolbox: Toolbox
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._toolbox = toolbox
+        self._tools = tool_definitions()
+        self.history: list[dict[str, Any]] = []
+
+    async def run(self, question: str, context: str, reporter: Reporter) -> RunFinished | RunFailed:
+        """Answer `question`; `context` describes the session's files (system prompt tail)."""
+        self._add_user([{"type": "text", "text": question}])
+        run = _Run()
+        try:
+            return await self._loop(run, context, reporter)
+        except ModelError as exc:
+            failed = RunFailed(str(exc), run.turns, run.usage, run.cost)
+            await reporter(failed)
+            return failed
+
+    async def _loop(self, run: _Run, context: str, reporter: Reporter) -> RunFinished | RunFailed:
+        system = system_blocks(context)
+        while True:
+            message = await create_message(self._client, self._params(system), self._config.retry)
+            run.add(message)
+            stop = message.stop_reason or "end_turn"
+            if stop == "refusal":
+                return await self._refused(run, message, reporter)
+            self.history.append({"role": "assistant", "content": _dump(message.content)})
+            calls = [b for b in message.content if b.type == "tool_use"]
+            if stop == "pause_turn":
+                continue  # the server paused its own loop; sending the turn back resumes it
+            if (stop == "tool_use" and calls) or (stop == "max_tokens" and calls):
+                for text in _texts(message):
+                    await reporter(TextEmitted(text))
+                if run.turns >= self._config.max_turns:
+                    self._answer_unrun(calls, "The turn limit was reached before this call ran.")
+                    return await self._finish(run, message, reporter, "max_turns")
+                last_next = run.turns >= self._config.max_turns - 1
+                await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
+                continue
+            return await self._finish(run, message, reporter, stop)
+
+    def _params(self, system: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "model": self._config.model,
+            "max_tokens": self._config.max_output_tokens,
+            "system": system,
+            "tools": self._tools,
+            "messages": self.history,
+            # Automatic caching: the breakpoint follows the newest block, so each turn reads
+            # the whole previous conversation from the cache.
+            "cache_control": {"type": "ephemeral"},
+        }
+
+    async def _run_tools(
+        self, calls: list[Any], reporter: Reporter, truncated: bool, last_next: bool
+    ) -> None:
+        """Run the calls one by one (they share a working folder) and answer every id."""
+        results: list[dict[str, Any]] = []
+        try:
+            for call in calls:
+                if truncated:
+                    outcome = ToolOutcome(TRUNCATED_CALL_NOTE, True, "invalid")
+                else:
+                    outcome = await self._run_tool(call, reporter)
+                results.append(_tool_result(call.id, outcome))
+        finally:
+            # Even when cancelled, every tool_use gets its result, or the history is unusable.
+            answered = {r["tool_use_id"] for r in results}
+            results += [
+                _tool_result(c.id, ToolOutcome(CANCELLED_NOTE, True, "killed"))
+                for c in calls
+                if c.id not in answered
+            ]
+            if last_next:
+                results.append({"type": "text", "text": LAST_TURN_NOTE})
+            self._add_user(results)
+
+    async def _run_tool(self, call: Any, reporter: Reporter) -> ToolOutcome:
+        args = call.input if isinstance(call.input, dict) else {}
+        await reporter(_started(call.id, call.name, args))
+        outcome = await self._toolbox.call(call.name, call.input)
+        await reporter(
+            ToolCallFinished(
+                call.id,
+                call.name,
+                outcome.status,
+                outcome.exit_code,
+                outcome.duration_s,
+                outcome.excerpt,
+            )
+        )
+        return outcome
+
+    def _answer_unrun(self, calls: list[Any], note: str) -> None:
+        self._add_user([_tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
+
+    async def _refused(self, run: _Run, message: Message, reporter: Reporter) -> RunFailed:
+        # A refused turn is dropped, never run, so the conversation can go on afterwards.
+        details = getattr(message, "stop_details", None)
+        why = getattr(details, "explanation", None) if details else None
+        reason = "The model declined this request."
+        failed = RunFailed(f"{reason} {why}" if why else reason, run.turns, run.usage, run.cost)
+        await reporter(failed)
+        return failed
+
+    async def _finish(
+        self, run: _Run, message: Message, reporter: Reporter, stop: str
+    ) -> RunFinished:
+        answer = "\n\n".join(_texts(message)).strip()
+        if stop == "max_tokens":
+            answer += "\n\n_(The answer was cut at the output token limit.)_"
+        elif stop == "max_turns":
+            answer = (answer + "\n\n" if answer else "") + (
+                f"_(Stopped after {run.turns} turns, the limit per request. "
+                "Ask a follow-up to continue.)_"
+            )
+        finished = RunFinished(answer or "(no answer text)", run.turns, run.usage, run.cost, stop)
+        await reporter(finished)
+        return finished
+
+    def _add_user(self, blocks: list[dict[str, Any]]) -> None:
+        """Append user content, merging into a trailing user message (roles must alternate)."""
+        if self.history and self.history[-1]["role"] == "user":
+            self.history[-1]["content"].extend(blocks)
+        else:
+            self.history.append({"role": "user", "content": list(blocks)})
+
+
+def _dump(blocks: list[Any]) -> list[dict[str, Any]]:
+    """Assistant blocks as plain JSON, unmodified (thinking signatures must survive)."""
+    return [b.model_dump(mode="json", exclude_none=True) for b in blocks]
+
+
+def _texts(message: Message) -> list[str]:
+    return [b.text for b in message.content if b.type == "text" and b.text.strip()]
+
+
+def _tool_result(call_id: str, outcome: ToolOutcome) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+    result["content"] = outcome.content
+    if outcome.is_error:
+        result["is_error"] = True
+    return result
+
+
+def _started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
+    if name == "run_code":
+        return ToolCallStarted(
+            call_id,
+            name,
+            str(args.get("language", "?")),
+            str(args.get("code", "")),
+            bool(args.get("detached", False)),
+        )
+    summary = ", ".join(f"{k}={v}" for k, v in args.items())
+    return ToolCallStarted(call_id, name, None, summary)

@@ -1,0 +1,105 @@
+"""The model client: built once, plus turn-level retries and user-safe error messages."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+from anthropic.types import Message
+
+from bot.errors import BotError, ConfigError
+from bot.settings import Settings
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+class ModelError(BotError):
+    """The model API failed in a way retrying did not fix."""
+
+
+def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
+    key = settings.anthropic_api_key
+    if key is None and settings.anthropic_base_url is None:
+        raise ConfigError(
+            "Configuration error: ANTHROPIC_API_KEY is not set. Set it in the environment or "
+            "in .env (or set ANTHROPIC_BASE_URL for a local Messages-API server)."
+        )
+    return anthropic.AsyncAnthropic(
+        # A local server usually needs no key, but the SDK insists on one.
+        api_key=key.get_secret_value() if key else "no-key",
+        base_url=settings.anthropic_base_url,
+        max_retries=settings.anthropic_max_retries,
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries around a whole streamed turn, on top of the SDK's retries of the first response:
+    an error event inside a 200 stream or a dropped stream is never retried by the SDK."""
+
+    attempts: int = 4
+    base_delay_s: float = 1.0
+    max_delay_s: float = 20.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.base_delay_s * 2**attempt, self.max_delay_s) * random.uniform(0.75, 1.0)
+
+
+async def create_message(
+    client: anthropic.AsyncAnthropic, params: dict[str, Any], policy: RetryPolicy
+) -> Message:
+    """One model turn, streamed; a partial turn is discarded and the request sent again."""
+    for attempt in range(policy.attempts):
+        try:
+            async with client.messages.stream(**params) as stream:
+                return await stream.get_final_message()
+        except anthropic.APIError as exc:
+            if attempt + 1 >= policy.attempts or not _retryable(exc):
+                raise ModelError(_describe(exc, client)) from exc
+        await asyncio.sleep(policy.delay(attempt))
+    raise AssertionError("unreachable")
+
+
+def _retryable(exc: anthropic.APIError) -> bool:
+    if isinstance(exc, anthropic.APIConnectionError):
+        return True
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.status_code == 200:  # an `event: error` inside the stream
+            return _error_type(exc) in RETRYABLE_STREAM_ERRORS
+        return exc.status_code in RETRYABLE_STATUS
+    return False
+
+
+def _error_type(exc: anthropic.APIStatusError) -> str | None:
+    kind = getattr(exc, "type", None)
+    if kind:
+        return str(kind)
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    return error.get("type") if isinstance(error, dict) else None
+
+
+def _describe(exc: anthropic.APIError, client: anthropic.AsyncAnthropic) -> str:
+    """A message a user can act on; never the raw response."""
+    if isinstance(exc, anthropic.APIConnectionError):
+        return f"Could not reach the model API at {client.base_url}; check ANTHROPIC_BASE_URL."
+    status = getattr(exc, "status_code", None)
+    kind = _error_type(exc) if isinstance(exc, anthropic.APIStatusError) else None
+    if status == 401:
+        return "The model API rejected the API key; check ANTHROPIC_API_KEY."
+    if status == 403:
+        return "The API key may not use this model or feature (permission denied)."
+    if status == 404:
+        return "The model API does not know this model; check ANTHROPIC_MODEL."
+    if status == 429 or kind == "rate_limit_error":
+        return "The model API is rate-limiting us; try again in a minute."
+    if status == 529 or kind == "overloaded_error":
+        return "The model API is overloaded right now; try again in a few minutes."
+    if status == 400:
+        detail = getattr(exc, "api_message", None) or "bad request"
+        return f"The model API refused the request: {str(detail)[:200]}"
+    return f"The model API failed (status {status}, {kind or 'unknown error'}); try again."

@@ -1,0 +1,65 @@
+"""The system prompt: a stable part (cached) and a part that lists the session's data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.sandbox.base import DATA_DIR, OUT_DIR, REPORT_PATH, UPLOADS_DIR, WORK_DIR
+
+ANALYST = f"""\
+You are a careful data analyst working in a Linux sandbox. You answer questions about data \
+by writing and running code, never by guessing or computing in your head.
+
+How you work:
+- Every computation goes through the run_code tool (python, bash or node). Look at the data \
+before you trust it: columns, types, row counts, odd values, aggregate rows mixed with detail \
+rows (such as "World", regions or income groups among countries).
+- Python 3 has the standard library; third-party packages such as pandas may be missing. If an \
+import fails, do the work with the standard library (csv, statistics, json) rather than stop.
+- When code fails, read the error, fix the code and run it again.
+- Say how you chose what you included or excluded, and quote the numbers your code printed.
+
+The sandbox:
+- {WORK_DIR} is your working folder; files there persist between calls, processes do not.
+- {UPLOADS_DIR}/ holds the files the user gave you.
+- {DATA_DIR} holds a checked-out repository when there is one (read it, do not write to it).
+- There is no network access.
+
+Deliverables:
+- Write a short Markdown report to {REPORT_PATH}: the question, the method, the results \
+(a table where it helps) and caveats.
+- Save charts (PNG) and result files (CSV) to {OUT_DIR}/; they are shared with the user.
+- Then give the answer in a few short paragraphs or a small table, with the key numbers. \
+Markdown is fine; keep it readable in a chat message.
+"""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A file the session took in, as the model is told about it."""
+
+    path: str
+    size: int
+    header: str  # the first line, for CSV-like files
+
+    def describe(self) -> str:
+        line = f"- {self.path} ({self.size:,} bytes)"
+        return f"{line}\n  first line: {self.header[:300]}" if self.header else line
+
+
+def session_context(files: list[DataFile], repo_url: str | None, notes: list[str]) -> str:
+    parts = ["Files available:"]
+    parts += [f.describe() for f in files] or ["- none uploaded"]
+    if repo_url:
+        parts.append(f"Repository {repo_url} is checked out at {DATA_DIR} (read-only).")
+    parts += notes
+    return "\n".join(parts)
+
+
+def system_blocks(context: str) -> list[dict[str, Any]]:
+    """Stable instructions carry the cache breakpoint; the data listing, which changes, follows."""
+    return [
+        {"type": "text", "text": ANALYST, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": context},
+    ]

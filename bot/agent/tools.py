@@ -1,0 +1,212 @@
+"""The tools the model has, their validated inputs, and how each maps onto the sandbox.
+
+Whatever happens inside the sandbox (non-zero exit, timeout, bad input, a missing file)
+comes back to the model as a tool result, never as an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.agent.clip import clip, last_lines
+from bot.errors import BotError
+from bot.sandbox.base import WORK_DIR, ExecResult, Sandbox
+
+READ_FILE_MAX_BYTES = 256 * 1024
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunCode(_Input):
+    language: Literal["python", "bash", "node"] = Field(description="Interpreter to run the code.")
+    code: str = Field(min_length=1, description="The complete program to run.")
+    timeout_s: int | None = Field(
+        default=None, ge=1, description="Wall-clock limit in seconds (default and maximum apply)."
+    )
+    detached: bool = Field(
+        default=False,
+        description="Start in the background and return a command_id at once; "
+        "poll it with check_command. For work that takes minutes.",
+    )
+
+
+class ReadFile(_Input):
+    path: str = Field(description="Absolute path, e.g. /buddy/work/report.md.")
+
+
+class ListFiles(_Input):
+    path: str = Field(default=WORK_DIR, description="Absolute folder path.")
+
+
+class CheckCommand(_Input):
+    command_id: str = Field(description="The id that run_code returned for a detached command.")
+    kill: bool = Field(default=False, description="Stop the command instead of just polling it.")
+
+
+TOOLS: dict[str, tuple[type[_Input], str]] = {
+    "run_code": (
+        RunCode,
+        "Run Python 3, bash or Node code in the sandbox, with /buddy/work as the working "
+        "folder. Files persist between calls; variables and processes do not. Returns the "
+        "status, exit code, stdout and stderr (long output is cut in the middle).",
+    ),
+    "read_file": (ReadFile, "Read a text file from the sandbox (long files are cut)."),
+    "list_files": (ListFiles, "List a folder in the sandbox: names, kinds and sizes."),
+    "check_command": (
+        CheckCommand,
+        "Poll (or kill) a detached command: running or finished, exit code, output so far.",
+    ),
+}
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """The tool list sent to the model; stable, so it stays in the prompt cache."""
+    return [
+        {"name": name, "description": text, "input_schema": _schema(model)}
+        for name, (model, text) in TOOLS.items()
+    ]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call produced: text for the model plus fields for progress displays."""
+
+    content: str
+    is_error: bool
+    status: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    excerpt: str = ""
+
+
+SandboxGetter = Callable[[], Awaitable[Sandbox]]
+
+
+class Toolbox:
+    """Runs tool calls against a session's sandbox (awaited lazily: it may still be starting)."""
+
+    def __init__(
+        self,
+        sandbox: SandboxGetter,
+        *,
+        default_timeout_s: int,
+        max_timeout_s: int,
+        output_chars: int,
+    ) -> None:
+        self._sandbox = sandbox
+        self._default_timeout_s = default_timeout_s
+        self._max_timeout_s = max_timeout_s
+        self._output_chars = output_chars
+
+    async def call(self, name: str, raw_input: Any) -> ToolOutcome:
+        spec = TOOLS.get(name)
+        if spec is None:
+            return _invalid(f"Unknown tool {name!r}. Available: {', '.join(TOOLS)}.")
+        try:
+            parsed = spec[0].model_validate(raw_input)
+        except ValidationError as exc:
+            return _invalid(f"Invalid input for {name}: {_validation_summary(exc)}")
+        started = time.monotonic()
+        try:
+            return await self._dispatch(parsed)
+        except BotError as exc:
+            took = time.monotonic() - started
+            return ToolOutcome(str(exc), True, "error", duration_s=took, excerpt=str(exc))
+
+    async def _dispatch(self, parsed: _Input) -> ToolOutcome:
+        sandbox = await self._sandbox()
+        match parsed:
+            case RunCode(detached=True):
+                command_id = await sandbox.start_command(parsed.language, parsed.code)
+                text = f"Started in the background as {command_id}; poll it with check_command."
+                return ToolOutcome(text, False, "running", excerpt=f"command {command_id}")
+            case RunCode():
+                limit = min(parsed.timeout_s or self._default_timeout_s, self._max_timeout_s)
+                result = await sandbox.run_code(parsed.language, parsed.code, limit)
+                return self._exec_outcome(result, timeout_s=limit)
+            case CheckCommand(kill=True):
+                await sandbox.kill_command(parsed.command_id)
+                state = await sandbox.command_state(parsed.command_id)
+                return self._exec_outcome(state.result, running=state.running)
+            case CheckCommand():
+                state = await sandbox.command_state(parsed.command_id)
+                return self._exec_outcome(state.result, running=state.running)
+            case ReadFile():
+                return await self._read_file(sandbox, parsed.path)
+            case ListFiles():
+                entries = await sandbox.list_dir(parsed.path)
+                lines = [f"{e.kind:4} {e.size:>12,}  {e.name}" for e in entries]
+                text = "\n".join(lines) if lines else "(empty folder)"
+                excerpt = f"{len(lines)} entries"
+                return ToolOutcome(clip(text, self._output_chars), False, "ok", excerpt=excerpt)
+        raise AssertionError(f"unhandled tool input {parsed!r}")
+
+    def _exec_outcome(
+        self, result: ExecResult, *, timeout_s: float | None = None, running: bool = False
+    ) -> ToolOutcome:
+        status = "running" if running else result.status
+        head = f"status: {status}"
+        if result.exit_code is not None:
+            head += f"\nexit_code: {result.exit_code}"
+        if status == "timeout" and timeout_s is not None:
+            head += f"\nThe code ran past its {timeout_s:g} s limit and was killed."
+        head += f"\nduration_s: {result.duration_s:.2f}"
+        half = self._output_chars // 2
+        body = [head]
+        for label, out in (("stdout", result.stdout), ("stderr", result.stderr)):
+            text = clip(out.text, half)
+            if out.cut_bytes:
+                text += f"\n[… {out.cut_bytes:,} bytes of {label} were not kept …]"
+            body.append(f"--- {label} ---\n{text}" if text else f"--- {label}: empty ---")
+        shown = result.stderr.text if status not in ("ok", "running") else result.stdout.text
+        return ToolOutcome(
+            content="\n".join(body),
+            is_error=status not in ("ok", "running"),
+            status=status,
+            exit_code=result.exit_code,
+            duration_s=result.duration_s,
+            excerpt=last_lines(shown or result.stdout.text or result.stderr.text, 6, 160),
+        )
+
+    async def _read_file(self, sandbox: Sandbox, path: str) -> ToolOutcome:
+        data = bytearray()
+        async for chunk in sandbox.download(path):
+            data += chunk
+            if len(data) > READ_FILE_MAX_BYTES:
+                break
+        if b"\x00" in data[:8192]:
+            text = f"{path} is a binary file; inspect it with run_code instead."
+            return ToolOutcome(text, True, "error", excerpt="binary file")
+        text = clip(data.decode("utf-8", errors="replace"), self._output_chars)
+        if len(data) > READ_FILE_MAX_BYTES:
+            text += (
+                f"\n[… longer than {READ_FILE_MAX_BYTES:,} bytes; read the rest with run_code …]"
+            )
+        return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
+
+
+def _invalid(message: str) -> ToolOutcome:
+    return ToolOutcome(message, True, "invalid", excerpt=message)
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,118 @@
+"""Command line: `python -m bot ask …` runs one session in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from bot.agent.events import RunFinished
+from bot.errors import BotError, ConfigError
+from bot.runtime import Runtime
+from bot.sessions.repo import check_repo_url
+from bot.sessions.session import Session
+from bot.settings import load_settings
+from bot.terminal import TerminalReporter
+
+CHUNK = 1 << 20
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+    ask = commands.add_parser("ask", help="analyse data from the terminal")
+    ask.add_argument("question", help="what to find out")
+    ask.add_argument(
+        "--csv",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="a data file to upload (repeatable)",
+    )
+    ask.add_argument("--repo", metavar="URL", help="a public https git repository to analyse")
+    ask.add_argument("--keep", action="store_true", help="keep the sandbox afterwards")
+    ask.add_argument(
+        "--out",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="where to save report.md and charts (default: here)",
+    )
+    ask.add_argument(
+        "-i",
+        "--interactive",
+        action="store_true",
+        help="ask follow-up questions in the same session",
+    )
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return asyncio.run(ask(args))
+    except KeyboardInterrupt:
+        print("\nCancelled.", file=sys.stderr)
+        return 130
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+async def ask(args: argparse.Namespace) -> int:
+    missing = [str(p) for p in args.csv if not p.is_file()]
+    if missing:
+        raise ConfigError(f"No such file: {', '.join(missing)}")
+    repo = check_repo_url(args.repo) if args.repo else None
+    runtime = Runtime.from_settings(load_settings())
+    session = runtime.new_session(f"cli-{secrets.token_hex(4)}", repo_url=repo)
+    session.start()  # the sandbox boots while we read the files
+    try:
+        return await _converse(session, args)
+    except BotError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await _close(session, runtime, keep=args.keep)
+
+
+async def _converse(session: Session, args: argparse.Namespace) -> int:
+    for path in args.csv:
+        taken = await session.add_file(path.name, read_chunks(path))
+        print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
+    question, code = args.question, 0
+    while question:
+        result = await session.ask(question, TerminalReporter())
+        code = 0 if isinstance(result, RunFinished) else 1
+        for saved in await session.save_outputs(args.out):
+            print(f"Saved {saved}")
+        question = await _follow_up() if args.interactive else ""
+    return code
+
+
+async def _follow_up() -> str:
+    try:
+        return (await asyncio.to_thread(input, "\nFollow-up (empty to finish)> ")).strip()
+    except EOFError:
+        return ""
+
+
+async def _close(session: Session, runtime: Runtime, *, keep: bool) -> None:
+    if keep and (sandbox := await session.sandbox_if_ready()):
+        print(f"Kept sandbox {sandbox.id}.")
+    await session.close(destroy=not keep)
+    await runtime.close()
+
+
+async def read_chunks(path: Path) -> AsyncIterator[bytes]:
+    """A local file as an async stream of chunks, read off the event loop."""
+    handle = await asyncio.to_thread(path.open, "rb")
+    try:
+        while chunk := await asyncio.to_thread(handle.read, CHUNK):
+            yield chunk
+    finally:
+        await asyncio.to_thread(handle.close)

@@ -1,0 +1,60 @@
+"""What a running bot holds once: settings, the model client, the sandbox provider."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anthropic
+
+from bot.agent.loop import Agent, AgentConfig
+from bot.agent.model import RetryPolicy, build_client
+from bot.agent.tools import SandboxGetter, Toolbox
+from bot.errors import ConfigError
+from bot.sandbox.base import SandboxProvider
+from bot.sandbox.local import LocalProvider
+from bot.sessions.session import Session
+from bot.settings import Settings
+
+
+def build_provider(settings: Settings) -> SandboxProvider:
+    if settings.backend == "local":
+        return LocalProvider(settings.sandbox_root)
+    raise ConfigError(
+        "Configuration error: SANDBOX_BACKEND=buddy is not available in this version. "
+        "Set SANDBOX_BACKEND=local."
+    )
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    client: anthropic.AsyncAnthropic
+    provider: SandboxProvider
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Runtime:
+        return cls(settings, build_client(settings), build_provider(settings))
+
+    def new_session(self, key: str, repo_url: str | None = None) -> Session:
+        tags = (self.settings.sandbox_tag, f"session:{key}")
+        return Session(key, self.provider, self._make_agent, repo_url=repo_url, tags=tags)
+
+    def _make_agent(self, sandbox: SandboxGetter) -> Agent:
+        s = self.settings
+        config = AgentConfig(
+            model=s.anthropic_model,
+            max_turns=s.max_turns,
+            max_output_tokens=s.max_output_tokens,
+            retry=RetryPolicy(s.model_retry_attempts, s.model_retry_delay_s),
+        )
+        toolbox = Toolbox(
+            sandbox,
+            default_timeout_s=min(60, s.tool_timeout_s),
+            max_timeout_s=s.tool_timeout_s,
+            output_chars=s.tool_output_chars,
+        )
+        return Agent(self.client, config, toolbox)
+
+    async def close(self) -> None:
+        await self.provider.close()
+        await self.client.close()

@@ -1,0 +1,95 @@
+"""The terminal reporter: tool calls as they happen, then the answer and what it cost."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from bot.agent.clip import clip
+from bot.agent.events import (
+    Event,
+    RunFailed,
+    RunFinished,
+    TextEmitted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from bot.agent.usage import Usage
+
+CODE_LINES = 30
+MARKS = {"ok": "✓", "running": "…"}
+
+
+class TerminalReporter:
+    def __init__(self, out: TextIO = sys.stdout, *, color: bool | None = None) -> None:
+        self._out = out
+        self._color = out.isatty() if color is None else color
+        self._calls = 0
+
+    async def __call__(self, event: Event) -> None:
+        match event:
+            case ToolCallStarted():
+                self._calls += 1
+                self._started(event)
+            case ToolCallFinished():
+                self._finished(event)
+            case TextEmitted():
+                self._write(self._dim(event.text.strip()))
+            case RunFinished():
+                self._write("\n" + event.answer.strip() + "\n")
+                self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
+            case RunFailed():
+                self._write(self._red(f"\nFailed: {event.reason}"))
+                self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
+        self._out.flush()
+
+    def _started(self, event: ToolCallStarted) -> None:
+        what = event.language or event.tool
+        if event.detached:
+            what += " (detached)"
+        self._write(self._bold(f"\n▶ [{self._calls}] {what}"))
+        lines = event.code.rstrip().splitlines() or [""]
+        shown = lines[:CODE_LINES]
+        if len(lines) > CODE_LINES:
+            shown.append(f"… {len(lines) - CODE_LINES} more lines")
+        self._write("\n".join("    " + line for line in shown))
+
+    def _finished(self, event: ToolCallFinished) -> None:
+        mark = MARKS.get(event.status, "✗")
+        head = f"  {mark} {event.status}"
+        if event.exit_code is not None:
+            head += f" · exit {event.exit_code}"
+        head += f" · {event.duration_s:.2f}s"
+        paint = self._green if event.status in MARKS else self._red
+        self._write(paint(head))
+        if event.excerpt.strip():
+            excerpt = clip(event.excerpt, 1200)
+            self._write(self._dim("\n".join("    " + ln for ln in excerpt.splitlines())))
+
+    def _write(self, text: str) -> None:
+        print(text, file=self._out)
+
+    def _paint(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self._color else text
+
+    def _bold(self, text: str) -> str:
+        return self._paint("1", text)
+
+    def _dim(self, text: str) -> str:
+        return self._paint("2", text)
+
+    def _red(self, text: str) -> str:
+        return self._paint("31", text)
+
+    def _green(self, text: str) -> str:
+        return self._paint("32", text)
+
+
+def summary(turns: int, usage: Usage, cost: float | None) -> str:
+    """`3 turns · 12,345 tokens in (10,000 cached, 1,200 written) · 980 out · $0.0123`."""
+    price = f"${cost:.4f}" if cost is not None else "cost unknown (model not in price table)"
+    return (
+        f"{turns} turn{'s' if turns != 1 else ''} · {usage.prompt_tokens:,} tokens in "
+        f"({usage.cache_read_tokens:,} cached, {usage.cache_write_tokens:,} written) · "
+        f"{usage.output_tokens:,} out · {price}"
+    )

@@ -1,0 +1,64 @@
+"""Shared test plumbing: a runtime wired to the fakes on loopback and a recording reporter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
+from bot.runtime import Runtime
+from bot.settings import Settings
+
+DATA = Path(__file__).parent / "data"
+POPULATION_CSV = DATA / "population_2000_2010_2020.csv"
+
+
+def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
+    """Settings that ignore the developer's environment and .env file."""
+    values: dict[str, Any] = {
+        "anthropic_api_key": "sk-ant-test-secret",
+        "anthropic_base_url": base_url,
+        "anthropic_max_retries": 2,
+        "sandbox_backend": "local",
+        "sandbox_root": root,
+        "tool_timeout_s": 20,
+        "model_retry_delay_s": 0.01,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def runtime_for(base_url: str, root: Path, **overrides: Any) -> Runtime:
+    return Runtime.from_settings(settings_for(base_url, root, **overrides))
+
+
+class Recorder:
+    """A reporter that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def started(self) -> list[ToolCallStarted]:
+        return self.of(ToolCallStarted)
+
+    @property
+    def finished(self) -> list[ToolCallFinished]:
+        return self.of(ToolCallFinished)
+
+    @property
+    def final(self) -> RunFinished | RunFailed:
+        return [e for e in self.events if isinstance(e, RunFinished | RunFailed)][-1]
+
+
+async def file_chunks(path: Path, size: int = 64 * 1024) -> AsyncIterator[bytes]:
+    with path.open("rb") as handle:
+        while chunk := handle.read(size):
+            yield chunk

@@ -1,0 +1,225 @@
+"""The tool loop's habits: limits, stop reasons, retries, errors returned to the model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from bot.agent.events import RunFailed, RunFinished, TextEmitted
+from bot.sessions.session import Session
+from tests.fakes.anthropic_api import (
+    FakeAnthropic,
+    Reply,
+    drop_connection,
+    http_error,
+    stream_error,
+    text,
+    tool_use,
+)
+from tests.support import Recorder, runtime_for
+
+
+@asynccontextmanager
+async def session_with(
+    script: Callable, tmp_path: Path, **settings: Any
+) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
+    async with FakeAnthropic(script) as fake:
+        runtime = runtime_for(fake.base_url, tmp_path / "sandboxes", **settings)
+        session = runtime.new_session("loop-test")
+        try:
+            yield session, fake
+        finally:
+            await session.close()
+            await runtime.close()
+
+
+def run_python(code: str, **extra: Any) -> dict:
+    return tool_use("run_code", {"language": "python", "code": code, **extra})
+
+
+async def test_max_turns_stops_with_an_answer_and_a_note(tmp_path: Path) -> None:
+    def script(req):  # never stops calling tools
+        return Reply([text(f"step {req.turn}"), run_python("print(1)")])
+
+    async with session_with(script, tmp_path, max_turns=3) as (session, fake):
+        result = await session.ask("loop forever", Recorder())
+    assert isinstance(result, RunFinished) and result.stop == "max_turns"
+    assert result.turns == 3 and len(fake.requests) == 3
+    assert "Stopped after 3 turns" in result.answer
+    # Before its last turn the model was told to answer now.
+    last_user = fake.requests[-1].last_user_blocks
+    assert any("last turn" in b.get("text", "") for b in last_user)
+    # The unrun call of the last turn was answered, so the history stays valid for a follow-up.
+    assert session.agent.history[-1]["content"][0]["type"] == "tool_result"
+
+
+async def test_tool_error_comes_back_and_the_model_fixes_it(tmp_path: Path) -> None:
+    def script(req):
+        match req.turn:
+            case 0:
+                return Reply([run_python("print(1/0)")])
+            case 1:
+                result = req.tool_results()[0]
+                assert result.is_error and "ZeroDivisionError" in result.text
+                assert "exit_code: 1" in result.text
+                return Reply([run_python("print(1/1)")])
+            case _:
+                assert not req.tool_results()[0].is_error
+                return Reply([text("fixed: 1.0")])
+
+    recorder = Recorder()
+    async with session_with(script, tmp_path) as (session, _):
+        result = await session.ask("divide", recorder)
+    assert isinstance(result, RunFinished) and result.answer == "fixed: 1.0"
+    assert [e.status for e in recorder.finished] == ["error", "ok"]
+
+
+async def test_bad_tool_input_and_unknown_tool_are_results_not_crashes(tmp_path: Path) -> None:
+    def script(req):
+        match req.turn:
+            case 0:
+                return Reply(
+                    [
+                        tool_use("run_code", {"language": "cobol", "code": "x"}),
+                        tool_use("rm_rf", {}),
+                        tool_use("read_file", {"path": "/etc/shadow"}),
+                    ]
+                )
+            case _:
+                results = req.tool_results()
+                assert all(r.is_error for r in results)
+                assert "language" in results[0].text
+                assert "Unknown tool 'rm_rf'" in results[1].text
+                return Reply([text("ok")])
+
+    async with session_with(script, tmp_path) as (session, _):
+        result = await session.ask("misbehave", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "ok"
+
+
+async def test_refusal_is_terminal_and_its_tool_calls_never_run(tmp_path: Path) -> None:
+    def script(req):
+        if req.turn == 0 and req.messages[-1]["content"][-1].get("text") == "bad":
+            details = {"type": "refusal", "category": "cyber", "explanation": "Not allowed."}
+            marker = "open('/buddy/work/ran', 'w')"
+            return Reply([run_python(marker)], stop_reason="refusal", stop_details=details)
+        return Reply([tool_use("list_files", {"path": "/buddy/work"})] if req.turn == 0 else [])
+
+    recorder = Recorder()
+    async with session_with(script, tmp_path) as (session, _):
+        result = await session.ask("bad", recorder)
+        assert isinstance(result, RunFailed) and "declined" in result.reason
+        assert "Not allowed." in result.reason
+        assert recorder.started == []
+        # The session goes on: a follow-up works and the refused call never ran.
+        follow = await session.ask("fine", Recorder())
+        sandbox = await session.sandbox()
+        names = [e.name for e in await sandbox.list_dir("/buddy/work")]
+    assert isinstance(follow, RunFinished)
+    assert "ran" not in names
+
+
+async def test_max_tokens_cut_tool_call_is_not_run(tmp_path: Path) -> None:
+    def script(req):
+        match req.turn:
+            case 0:
+                cut = run_python("open('/buddy/work/ran', 'w')")
+                return Reply([text("Writing…"), cut], stop_reason="max_tokens")
+            case 1:
+                assert "output token limit" in req.tool_results()[0].text
+                return Reply([text("A long answer that was cut")], stop_reason="max_tokens")
+            case _:
+                raise AssertionError("no third turn expected")
+
+    async with session_with(script, tmp_path) as (session, _):
+        result = await session.ask("write", Recorder())
+        sandbox = await session.sandbox()
+        names = [e.name for e in await sandbox.list_dir("/buddy/work")]
+    assert isinstance(result, RunFinished) and result.stop == "max_tokens"
+    assert "cut at the output token limit" in result.answer
+    assert "ran" not in names
+
+
+async def test_overloaded_errors_are_retried_then_succeed(tmp_path: Path) -> None:
+    async with session_with(lambda req: Reply([text("done")]), tmp_path) as (session, fake):
+        # Three 529s exhaust the SDK's own retries (1 + 2); the turn-level retry goes on.
+        fake.fail_next(3, http_error(529))
+        result = await session.ask("hi", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "done"
+    assert [r.retry_count for r in fake.requests] == [0, 1, 2, 0]
+
+
+async def test_error_inside_the_stream_and_dropped_connection_are_retried(tmp_path: Path) -> None:
+    async with session_with(lambda req: Reply([text("done")]), tmp_path) as (session, fake):
+        fake.fail_next(1, stream_error("overloaded_error", after_blocks=1))
+        fake.fail_next(1, drop_connection(after_blocks=0))
+        result = await session.ask("hi", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "done"
+    assert len(fake.requests) == 3
+
+
+async def test_persistent_overload_fails_with_a_clear_reason(tmp_path: Path) -> None:
+    async with session_with(lambda req: Reply([text("never")]), tmp_path) as (session, fake):
+        fake.fail_next(100, http_error(529))
+        result = await session.ask("hi", Recorder())
+    assert isinstance(result, RunFailed)
+    assert result.reason == "The model API is overloaded right now; try again in a few minutes."
+
+
+async def test_bad_api_key_fails_without_retrying(tmp_path: Path) -> None:
+    async with session_with(lambda req: Reply([text("never")]), tmp_path) as (session, fake):
+        fake.fail_next(1, http_error(401, "authentication_error"))
+        result = await session.ask("hi", Recorder())
+    assert isinstance(result, RunFailed) and "ANTHROPIC_API_KEY" in result.reason
+    assert len(fake.requests) == 1
+
+
+async def test_pause_turn_is_sent_back_as_is(tmp_path: Path) -> None:
+    def script(req):
+        if req.turn == 0:
+            return Reply([text("thinking about it")], stop_reason="pause_turn")
+        assert req.messages[-1]["role"] == "assistant"  # resent unchanged, no new user text
+        return Reply([text("resumed and done")])
+
+    recorder = Recorder()
+    async with session_with(script, tmp_path) as (session, fake):
+        result = await session.ask("long job", recorder)
+    assert isinstance(result, RunFinished) and result.answer == "resumed and done"
+    assert len(fake.requests) == 2 and recorder.of(TextEmitted) == []
+
+
+async def test_detached_command_then_check(tmp_path: Path) -> None:
+    def script(req):
+        match req.turn:
+            case 0:
+                code = "import time\nprint('started', flush=True)\ntime.sleep(0.5)\nprint('end')"
+                return Reply([run_python(code, detached=True)])
+            case 1:
+                command_id = req.tool_results()[0].text.split("as ")[1].split(";")[0]
+                code = "import time; time.sleep(1.5)"
+                return Reply(
+                    [run_python(code), tool_use("check_command", {"command_id": command_id})]
+                )
+            case _:
+                return Reply([text(req.tool_results()[-1].text)])
+
+    async with session_with(script, tmp_path) as (session, _):
+        result = await session.ask("background", Recorder())
+    assert isinstance(result, RunFinished)
+    assert "status: ok" in result.answer and "end" in result.answer
+
+
+async def test_prompt_cache_breakpoints_and_usage_totals(tmp_path: Path) -> None:
+    def script(req):
+        return Reply([run_python("print(2)")] if req.turn < 3 else [text("done")])
+
+    async with session_with(script, tmp_path) as (session, fake):
+        result = await session.ask("count", Recorder())
+    body = fake.requests[-1].body
+    assert body["cache_control"] == {"type": "ephemeral"}
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "thread" not in body and "temperature" not in body
+    assert result.usage.cache_read_tokens > 0
+    assert result.usage.cache_write_tokens > 0
