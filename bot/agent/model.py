@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+import httpx2
 from anthropic.types import Message
 
 from bot.errors import BotError, ConfigError
@@ -57,15 +58,16 @@ async def create_message(
         try:
             async with client.messages.stream(**params) as stream:
                 return await stream.get_final_message()
-        except anthropic.APIError as exc:
+        except (anthropic.APIError, httpx2.TransportError) as exc:
+            # A stream cut mid-way surfaces as the transport's own error, not an SDK one.
             if attempt + 1 >= policy.attempts or not _retryable(exc):
                 raise ModelError(_describe(exc, client)) from exc
         await asyncio.sleep(policy.delay(attempt))
     raise AssertionError("unreachable")
 
 
-def _retryable(exc: anthropic.APIError) -> bool:
-    if isinstance(exc, anthropic.APIConnectionError):
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
         return True
     if isinstance(exc, anthropic.APIStatusError):
         if exc.status_code == 200:  # an `event: error` inside the stream
@@ -83,9 +85,9 @@ def _error_type(exc: anthropic.APIStatusError) -> str | None:
     return error.get("type") if isinstance(error, dict) else None
 
 
-def _describe(exc: anthropic.APIError, client: anthropic.AsyncAnthropic) -> str:
+def _describe(exc: Exception, client: anthropic.AsyncAnthropic) -> str:
     """A message a user can act on; never the raw response."""
-    if isinstance(exc, anthropic.APIConnectionError):
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
         return f"Could not reach the model API at {client.base_url}; check ANTHROPIC_BASE_URL."
     status = getattr(exc, "status_code", None)
     kind = _error_type(exc) if isinstance(exc, anthropic.APIStatusError) else None
