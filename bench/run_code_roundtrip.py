@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -16,10 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.sandbox.local import LocalProvider
-
-from bot.agent.events import Event, ToolCallFinished
+from bot.agent.events import Event, ToolCallFinished, ToolCallStarted
 from bot.sandbox.base import SandboxSpec
+from bot.sandbox.local import LocalProvider
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.support import runtime_for
 
@@ -70,11 +70,15 @@ async def loop_overhead(root: Path, calls: int) -> tuple[float, float, float]:
         return Reply([text("done")])
 
     sandbox_time = 0.0
+    call_started = 0.0
 
     async def reporter(event: Event) -> None:
-        nonlocal sandbox_time
-        if isinstance(event, ToolCallFinished):
-            sandbox_time += event.duration_s
+        # The sandbox's share is timed from the caller's side, from start to finish event.
+        nonlocal sandbox_time, call_started
+        if isinstance(event, ToolCallStarted):
+            call_started = time.perf_counter()
+        elif isinstance(event, ToolCallFinished):
+            sandbox_time += time.perf_counter() - call_started
 
     async with FakeAnthropic(script) as fake:
         runtime = runtime_for(fake.base_url, root, max_turns=calls + 5)
@@ -96,6 +100,7 @@ async def main() -> None:
     calls = parser.parse_args().calls
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
         medians = await sandbox_roundtrips(root / "a", calls)
         for language, median in medians.items():
             print(

@@ -21,9 +21,9 @@ MARKS = {"ok": "✓", "running": "…"}
 
 
 class TerminalReporter:
-    def __init__(self, out: TextIO = sys.stdout, *, color: bool | None = None) -> None:
-        self._out = out
-        self._color = out.isatty() if color is None else color
+    def __init__(self, out: TextIO | None = None, *, color: bool | None = None) -> None:
+        self._out = out or sys.stdout
+        self._color = self._out.isatty() if color is None else color
         self._calls = 0
 
     async def __call__(self, event: Event) -> None:

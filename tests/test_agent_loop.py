@@ -23,10 +23,10 @@ from tests.support import Recorder, runtime_for
 
 @asynccontextmanager
 async def session_with(
-    script: Callable, tmp_path: Path, **settings: Any
+    script: Callable, root: Path, min_cache_tokens: int = 1024, **settings: Any
 ) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
-    async with FakeAnthropic(script) as fake:
-        runtime = runtime_for(fake.base_url, tmp_path / "sandboxes", **settings)
+    async with FakeAnthropic(script, min_cache_tokens=min_cache_tokens) as fake:
+        runtime = runtime_for(fake.base_url, root, **settings)
         session = runtime.new_session("loop-test")
         try:
             yield session, fake
@@ -39,11 +39,11 @@ def run_python(code: str, **extra: Any) -> dict:
     return tool_use("run_code", {"language": "python", "code": code, **extra})
 
 
-async def test_max_turns_stops_with_an_answer_and_a_note(tmp_path: Path) -> None:
+async def test_max_turns_stops_with_an_answer_and_a_note(sandbox_root: Path) -> None:
     def script(req):  # never stops calling tools
         return Reply([text(f"step {req.turn}"), run_python("print(1)")])
 
-    async with session_with(script, tmp_path, max_turns=3) as (session, fake):
+    async with session_with(script, sandbox_root, max_turns=3) as (session, fake):
         result = await session.ask("loop forever", Recorder())
     assert isinstance(result, RunFinished) and result.stop == "max_turns"
     assert result.turns == 3 and len(fake.requests) == 3
@@ -55,7 +55,7 @@ async def test_max_turns_stops_with_an_answer_and_a_note(tmp_path: Path) -> None
     assert session.agent.history[-1]["content"][0]["type"] == "tool_result"
 
 
-async def test_tool_error_comes_back_and_the_model_fixes_it(tmp_path: Path) -> None:
+async def test_tool_error_comes_back_and_the_model_fixes_it(sandbox_root: Path) -> None:
     def script(req):
         match req.turn:
             case 0:
@@ -70,13 +70,13 @@ async def test_tool_error_comes_back_and_the_model_fixes_it(tmp_path: Path) -> N
                 return Reply([text("fixed: 1.0")])
 
     recorder = Recorder()
-    async with session_with(script, tmp_path) as (session, _):
+    async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("divide", recorder)
     assert isinstance(result, RunFinished) and result.answer == "fixed: 1.0"
     assert [e.status for e in recorder.finished] == ["error", "ok"]
 
 
-async def test_bad_tool_input_and_unknown_tool_are_results_not_crashes(tmp_path: Path) -> None:
+async def test_bad_tool_input_and_unknown_tool_are_results_not_crashes(sandbox_root: Path) -> None:
     def script(req):
         match req.turn:
             case 0:
@@ -94,12 +94,12 @@ async def test_bad_tool_input_and_unknown_tool_are_results_not_crashes(tmp_path:
                 assert "Unknown tool 'rm_rf'" in results[1].text
                 return Reply([text("ok")])
 
-    async with session_with(script, tmp_path) as (session, _):
+    async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("misbehave", Recorder())
     assert isinstance(result, RunFinished) and result.answer == "ok"
 
 
-async def test_refusal_is_terminal_and_its_tool_calls_never_run(tmp_path: Path) -> None:
+async def test_refusal_is_terminal_and_its_tool_calls_never_run(sandbox_root: Path) -> None:
     def script(req):
         if req.turn == 0 and req.messages[-1]["content"][-1].get("text") == "bad":
             details = {"type": "refusal", "category": "cyber", "explanation": "Not allowed."}
@@ -108,7 +108,7 @@ async def test_refusal_is_terminal_and_its_tool_calls_never_run(tmp_path: Path) 
         return Reply([tool_use("list_files", {"path": "/buddy/work"})] if req.turn == 0 else [])
 
     recorder = Recorder()
-    async with session_with(script, tmp_path) as (session, _):
+    async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("bad", recorder)
         assert isinstance(result, RunFailed) and "declined" in result.reason
         assert "Not allowed." in result.reason
@@ -121,7 +121,7 @@ async def test_refusal_is_terminal_and_its_tool_calls_never_run(tmp_path: Path) 
     assert "ran" not in names
 
 
-async def test_max_tokens_cut_tool_call_is_not_run(tmp_path: Path) -> None:
+async def test_max_tokens_cut_tool_call_is_not_run(sandbox_root: Path) -> None:
     def script(req):
         match req.turn:
             case 0:
@@ -133,7 +133,7 @@ async def test_max_tokens_cut_tool_call_is_not_run(tmp_path: Path) -> None:
             case _:
                 raise AssertionError("no third turn expected")
 
-    async with session_with(script, tmp_path) as (session, _):
+    async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("write", Recorder())
         sandbox = await session.sandbox()
         names = [e.name for e in await sandbox.list_dir("/buddy/work")]
@@ -142,8 +142,8 @@ async def test_max_tokens_cut_tool_call_is_not_run(tmp_path: Path) -> None:
     assert "ran" not in names
 
 
-async def test_overloaded_errors_are_retried_then_succeed(tmp_path: Path) -> None:
-    async with session_with(lambda req: Reply([text("done")]), tmp_path) as (session, fake):
+async def test_overloaded_errors_are_retried_then_succeed(sandbox_root: Path) -> None:
+    async with session_with(lambda req: Reply([text("done")]), sandbox_root) as (session, fake):
         # Three 529s exhaust the SDK's own retries (1 + 2); the turn-level retry goes on.
         fake.fail_next(3, http_error(529))
         result = await session.ask("hi", Recorder())
@@ -151,8 +151,8 @@ async def test_overloaded_errors_are_retried_then_succeed(tmp_path: Path) -> Non
     assert [r.retry_count for r in fake.requests] == [0, 1, 2, 0]
 
 
-async def test_error_inside_the_stream_and_dropped_connection_are_retried(tmp_path: Path) -> None:
-    async with session_with(lambda req: Reply([text("done")]), tmp_path) as (session, fake):
+async def test_stream_error_and_dropped_connection_are_retried(sandbox_root: Path) -> None:
+    async with session_with(lambda req: Reply([text("done")]), sandbox_root) as (session, fake):
         fake.fail_next(1, stream_error("overloaded_error", after_blocks=1))
         fake.fail_next(1, drop_connection(after_blocks=0))
         result = await session.ask("hi", Recorder())
@@ -160,23 +160,23 @@ async def test_error_inside_the_stream_and_dropped_connection_are_retried(tmp_pa
     assert len(fake.requests) == 3
 
 
-async def test_persistent_overload_fails_with_a_clear_reason(tmp_path: Path) -> None:
-    async with session_with(lambda req: Reply([text("never")]), tmp_path) as (session, fake):
+async def test_persistent_overload_fails_with_a_clear_reason(sandbox_root: Path) -> None:
+    async with session_with(lambda req: Reply([text("never")]), sandbox_root) as (session, fake):
         fake.fail_next(100, http_error(529))
         result = await session.ask("hi", Recorder())
     assert isinstance(result, RunFailed)
     assert result.reason == "The model API is overloaded right now; try again in a few minutes."
 
 
-async def test_bad_api_key_fails_without_retrying(tmp_path: Path) -> None:
-    async with session_with(lambda req: Reply([text("never")]), tmp_path) as (session, fake):
+async def test_bad_api_key_fails_without_retrying(sandbox_root: Path) -> None:
+    async with session_with(lambda req: Reply([text("never")]), sandbox_root) as (session, fake):
         fake.fail_next(1, http_error(401, "authentication_error"))
         result = await session.ask("hi", Recorder())
     assert isinstance(result, RunFailed) and "ANTHROPIC_API_KEY" in result.reason
     assert len(fake.requests) == 1
 
 
-async def test_pause_turn_is_sent_back_as_is(tmp_path: Path) -> None:
+async def test_pause_turn_is_sent_back_as_is(sandbox_root: Path) -> None:
     def script(req):
         if req.turn == 0:
             return Reply([text("thinking about it")], stop_reason="pause_turn")
@@ -184,13 +184,13 @@ async def test_pause_turn_is_sent_back_as_is(tmp_path: Path) -> None:
         return Reply([text("resumed and done")])
 
     recorder = Recorder()
-    async with session_with(script, tmp_path) as (session, fake):
+    async with session_with(script, sandbox_root) as (session, fake):
         result = await session.ask("long job", recorder)
     assert isinstance(result, RunFinished) and result.answer == "resumed and done"
     assert len(fake.requests) == 2 and recorder.of(TextEmitted) == []
 
 
-async def test_detached_command_then_check(tmp_path: Path) -> None:
+async def test_detached_command_then_check(sandbox_root: Path) -> None:
     def script(req):
         match req.turn:
             case 0:
@@ -205,21 +205,23 @@ async def test_detached_command_then_check(tmp_path: Path) -> None:
             case _:
                 return Reply([text(req.tool_results()[-1].text)])
 
-    async with session_with(script, tmp_path) as (session, _):
+    async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("background", Recorder())
     assert isinstance(result, RunFinished)
     assert "status: ok" in result.answer and "end" in result.answer
 
 
-async def test_prompt_cache_breakpoints_and_usage_totals(tmp_path: Path) -> None:
+async def test_prompt_cache_breakpoints_and_usage_totals(sandbox_root: Path) -> None:
     def script(req):
         return Reply([run_python("print(2)")] if req.turn < 3 else [text("done")])
 
-    async with session_with(script, tmp_path) as (session, fake):
+    # A small minimum: this conversation is shorter than real ones.
+    async with session_with(script, sandbox_root, min_cache_tokens=512) as (session, fake):
         result = await session.ask("count", Recorder())
     body = fake.requests[-1].body
     assert body["cache_control"] == {"type": "ephemeral"}
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert "thread" not in body and "temperature" not in body
-    assert result.usage.cache_read_tokens > 0
+    # Turn 1 writes the prefix; each later turn reads all of the previous turn's prompt.
     assert result.usage.cache_write_tokens > 0
+    assert result.usage.cache_read_tokens > result.usage.input_tokens

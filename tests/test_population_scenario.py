@@ -35,9 +35,9 @@ def assert_has_numbers(text: str) -> None:
     assert "World" not in text.split("|", 1)[-1]  # no aggregate row in the table
 
 
-async def test_population_growth_end_to_end(tmp_path: Path) -> None:
+async def test_population_growth_end_to_end(tmp_path: Path, sandbox_root: Path) -> None:
     async with FakeAnthropic(population_analyst) as fake:
-        runtime = runtime_for(fake.base_url, tmp_path / "sandboxes")
+        runtime = runtime_for(fake.base_url, sandbox_root)
         session = runtime.new_session("test-population")
         session.start()
         recorder = Recorder()
@@ -65,10 +65,10 @@ async def test_population_growth_end_to_end(tmp_path: Path) -> None:
     assert "/buddy/work/uploads/population_2000_2010_2020.csv" in system
     assert "Country Name,Country Code,Year,Value" in system
     assert result.usage.output_tokens > 0 and result.cost_usd is not None and result.cost_usd > 0
-    assert not list((tmp_path / "sandboxes").iterdir()), "sandbox left behind"
+    assert not list((sandbox_root).iterdir()), "sandbox left behind"
 
 
-async def test_follow_up_continues_the_same_session(tmp_path: Path) -> None:
+async def test_follow_up_continues_the_same_session(sandbox_root: Path) -> None:
     from tests.fakes.anthropic_api import Reply, text, tool_use
 
     def script(req):  # first question writes a file; the follow-up reads it back
@@ -82,7 +82,7 @@ async def test_follow_up_continues_the_same_session(tmp_path: Path) -> None:
         return Reply([text(f"The note says: {req.tool_results()[-1].text}")])
 
     async with FakeAnthropic(script) as fake:
-        runtime = runtime_for(fake.base_url, tmp_path / "sandboxes")
+        runtime = runtime_for(fake.base_url, sandbox_root)
         session = runtime.new_session("test-follow-up")
         try:
             first = await session.ask("write a note", Recorder())
@@ -94,12 +94,12 @@ async def test_follow_up_continues_the_same_session(tmp_path: Path) -> None:
     assert second.answer == "The note says: remembered"
     # The follow-up request carried the whole earlier conversation.
     last = fake.requests[-1].messages
-    assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
-    assert last[2]["content"][-1]["text"] == "what does the note say?"
+    assert [m["role"] for m in last] == ["user", "assistant"] * 3 + ["user"]
+    assert last[4]["content"][-1]["text"] == "what does the note say?"
 
 
 def test_terminal_mode_prints_tool_calls_and_saves_report(
-    tmp_path: Path, monkeypatch, capsys
+    tmp_path: Path, sandbox_root: Path, monkeypatch, capsys
 ) -> None:
     """`python -m bot ask --csv …` as a user runs it, against the fake endpoint."""
     import asyncio
@@ -126,7 +126,7 @@ def test_terminal_mode_prints_tool_calls_and_saves_report(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-secret")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", state["url"])
     monkeypatch.setenv("SANDBOX_BACKEND", "local")
-    monkeypatch.setenv("SANDBOX_ROOT", str(tmp_path / "sandboxes"))
+    monkeypatch.setenv("SANDBOX_ROOT", str(sandbox_root))
     try:
         code = main(["ask", "--csv", str(POPULATION_CSV), QUESTION])
     finally:

@@ -1,0 +1,34 @@
+"""Per-call resource limits for the local sandbox, applied as rlimits with `prlimit(1)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# V8 reserves about 10 GiB of (inaccessible) address space per WebAssembly memory, so the
+# address-space limit is only a loose backstop; RLIMIT_DATA is the real memory limit.
+ADDRESS_SPACE_FACTOR = 4
+# Grace between the soft CPU limit (SIGXCPU, catchable) and the hard one (SIGKILL).
+CPU_HARD_GRACE_S = 5
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_s: int = 300  # RLIMIT_CPU, per process
+    memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
+    processes: int = 256  # RLIMIT_NPROC, counted per host uid (shared by concurrent sandboxes)
+    file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
+    output_bytes: int = 1 << 20  # per captured stream: head + tail kept, the rest counted
+    tmp_bytes: int = 512 << 20  # size of the private /tmp tmpfs (it lives in RAM)
+    shm_bytes: int = 64 << 20  # size of /dev/shm
+    command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
+
+    def prlimit_args(self) -> list[str]:
+        """Options for `prlimit` (each sets soft and hard limit unless given as soft:hard)."""
+        return [
+            f"--cpu={self.cpu_s}:{self.cpu_s + CPU_HARD_GRACE_S}",
+            f"--data={self.memory_bytes}",
+            f"--as={self.memory_bytes * ADDRESS_SPACE_FACTOR}",
+            f"--nproc={self.processes}",
+            f"--fsize={self.file_size_bytes}",
+            "--core=0",
+        ]

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox.base import SandboxSpec
+from bot.sandbox.local import LocalProvider, LocalSandbox
+
+
+@pytest.fixture
+def sandbox_root() -> Iterator[Path]:
+    """A sandbox root the unprivileged sandbox uid can reach.
+
+    When tests run as root the sandbox runs as uid 65534, and bwrap (running as that uid)
+    must be able to walk to the folders it mounts; pytest's tmp_path sits under a 0700
+    folder, so it cannot be used here.
+    """
+    root = Path(tempfile.mkdtemp(prefix="sandbox-root-"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def local_provider(sandbox_root: Path) -> AsyncIterator[LocalProvider]:
+    provider = LocalProvider(sandbox_root)
+    yield provider
+    await provider.close()
+
+
+@pytest.fixture
+async def local_sandbox(local_provider: LocalProvider) -> AsyncIterator[LocalSandbox]:
+    sandbox = await local_provider.create(SandboxSpec(session_key="test"))
+    yield sandbox
+    await sandbox.destroy()
