@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # What the sandbox and the tests need from the system: isolation, interpreters, git.
-SYSTEM_PACKAGES := bubblewrap python3 nodejs git
+SYSTEM_PACKAGES := bubblewrap python3 python3-venv nodejs git procps util-linux
 # Nice to have inside the local sandbox for real analyses (not needed by the tests).
 SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy
 
