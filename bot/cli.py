@@ -88,8 +88,11 @@ async def _converse(session: Session, args: argparse.Namespace) -> int:
     while question:
         result = await session.ask(question, TerminalReporter())
         code = 0 if isinstance(result, RunFinished) else 1
-        for saved in await session.save_outputs(args.out):
-            print(f"Saved {saved}")
+        saved = await session.save_outputs(args.out)
+        for path in saved:
+            print(f"Saved {path}")
+        if not any(path.name == "report.md" for path in saved):
+            print("No report.md was written in this run.")
         question = await _follow_up() if args.interactive else ""
     return code
 

@@ -169,9 +169,7 @@ class Toolbox:
         half = self._output_chars // 2
         body = [head]
         for label, out in (("stdout", result.stdout), ("stderr", result.stderr)):
-            text = clip(out.text, half)
-            if out.cut_bytes:
-                text += f"\n[… {out.cut_bytes:,} bytes of {label} were not kept …]"
+            text = clip(out.text, half)  # the sandbox already marked what it did not keep
             body.append(f"--- {label} ---\n{text}" if text else f"--- {label}: empty ---")
         shown = result.stderr.text if status not in ("ok", "running") else result.stdout.text
         return ToolOutcome(

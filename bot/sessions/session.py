@@ -83,6 +83,7 @@ class Session:
     async def save_outputs(self, dest: Path) -> list[Path]:
         """Copy report.md and the files in out/ to a local folder; returns what was saved."""
         sandbox = await self.sandbox()
+        await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
         sources = [REPORT_PATH]
         with contextlib.suppress(SandboxPathError):
             entries = await sandbox.list_dir(OUT_DIR)
