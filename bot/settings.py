@@ -39,7 +39,14 @@ class Settings(BaseSettings):
     buddy_workspace: str | None = None
     buddy_project: str | None = None
     buddy_api_url: str | None = None
-    buddy_region: Literal["US", "EU", "AP"] = "US"
+    buddy_region: Literal["US", "EU", "AS", "AP"] = "US"  # AP: older name of AS
+    buddy_resources: str = Field(default="1x2", pattern=r"^\d{1,2}x\d{1,2}$")
+    buddy_sandbox_timeout: int = Field(default=900, ge=60)  # Buddy's inactivity auto-stop
+    buddy_snapshot: str | None = None
+    buddy_ready_timeout_s: float = Field(default=300, gt=0)
+    sandbox_setup_command: str | None = None
+    orphan_cleanup: bool = True
+    orphan_sweep_interval_s: float = Field(default=600, gt=0)
 
     session_idle_timeout: int = Field(default=900, ge=10)
     max_turns: int = Field(default=15, ge=1, le=200)

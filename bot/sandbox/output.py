@@ -1,7 +1,7 @@
 """Bounded capture of a process's output: keep the head and the tail, count what was cut.
 
 Shared by the sandbox backends so a snippet printing gigabytes costs the bot at most
-`limit` bytes per stream.
+`limit` bytes per stream. `last_line` turns a helper's captured stderr into a short message.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from bot.sandbox.base import Output
 
 READ_CHUNK = 64 * 1024
 CUT_MARKER = "\n[... {n} bytes cut ...]\n"
+MESSAGE_MAX_CHARS = 200
 
 
 class CappedBuffer:
@@ -63,6 +64,13 @@ async def pump(stream: asyncio.StreamReader, buffer: CappedBuffer) -> None:
     """Copy a stream into `buffer` until EOF."""
     while chunk := await stream.read(READ_CHUNK):
         buffer.write(chunk)
+
+
+def last_line(raw: str | bytes) -> str:
+    """The last line of `raw`, stripped and cut to MESSAGE_MAX_CHARS ("" if blank)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    lines = text.strip().splitlines()
+    return lines[-1].strip()[:MESSAGE_MAX_CHARS] if lines else ""
 
 
 def _trim_partial_end(data: bytes) -> bytes:

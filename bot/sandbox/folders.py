@@ -1,0 +1,78 @@
+"""The host side of a local sandbox: its folder under the provider's root.
+
+Per sandbox there is a host folder `<root>/<id>/` holding `work/` (mounted read-write at
+/buddy/work), `data/` (read-only at /buddy/data, the optional git checkout) and
+`sandbox.json` (tags, for orphan clean-up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import posixpath
+import re
+import shutil
+from pathlib import Path
+
+from bot.sandbox.base import OUT_DIR, UPLOADS_DIR, WORK_DIR, SandboxSpec
+
+META_FILE = "sandbox.json"
+ID_PREFIX = "lcl-"
+ID_RE = re.compile(r"lcl-[0-9a-f]{12}")
+
+
+def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
+    """Create the sandbox folder `home`; `uid` (if not None) owns what the sandbox writes."""
+    home.mkdir(mode=0o700)
+    meta = {"id": home.name, "session_key": spec.session_key, "tags": list(spec.tags)}
+    (home / META_FILE).write_text(json.dumps(meta))
+    data, work = home / "data", home / "work"
+    data.mkdir()
+    work.mkdir()
+    subdirs = [work / posixpath.relpath(d, WORK_DIR) for d in (UPLOADS_DIR, OUT_DIR)]
+    for sub in subdirs:
+        sub.mkdir()
+    # Explicit modes: the bot's umask must not decide what the sandbox user can reach.
+    home.chmod(0o711)
+    data.chmod(0o755)
+    work.chmod(0o700)
+    if uid is not None:
+        for path in (work, *subdirs):
+            os.chown(path, uid, uid)
+
+
+def ids_with_tag(root: Path, tag: str) -> list[str]:
+    ids = []
+    for entry in sorted(root.iterdir()):
+        if not ID_RE.fullmatch(entry.name):
+            continue
+        try:
+            meta = json.loads((entry / META_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if tag in meta.get("tags", []):
+            ids.append(entry.name)
+    return ids
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree that also copes with folders the sandbox made read-only; no-op if gone."""
+    if not path.exists():
+        return
+    try:
+        shutil.rmtree(path)
+    except OSError:  # not root: a read-only folder blocks deleting its entries
+        _make_folders_writable(path)
+        shutil.rmtree(path)
+
+
+def _make_folders_writable(top: Path) -> None:
+    """chmod 700 every folder under `top`, each before reading it (symlinks not followed)."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        with contextlib.suppress(OSError):
+            folder.chmod(0o700)
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
