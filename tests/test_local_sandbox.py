@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -429,7 +430,7 @@ async def test_clone_failure_is_a_short_error_and_leaves_nothing(
     with pytest.raises(SandboxError, match=r"could not clone the repository: .*not allowed") as err:
         await provider.create(spec)
     assert "\n" not in str(err.value)
-    assert await provider.list_ids("t") == []
+    assert await ids(provider, "t") == []
     assert list(sandbox_root.iterdir()) == []
 
     allowed = LocalProvider(sandbox_root, allowed_git_protocols=("file",))
@@ -448,16 +449,22 @@ def test_clone_error_hides_credentials() -> None:
 # -- lifecycle --
 
 
-async def test_list_ids_by_tag(local_provider: LocalProvider) -> None:
+async def ids(provider: LocalProvider, tag: str) -> list[str]:
+    return [info.id for info in await provider.list_tagged(tag)]
+
+
+async def test_list_tagged(local_provider: LocalProvider) -> None:
     a = await local_provider.create(SandboxSpec(session_key="a", tags=("bot", "x")))
     b = await local_provider.create(SandboxSpec(session_key="b", tags=("bot",)))
     c = await local_provider.create(SandboxSpec(session_key="c"))
-    assert sorted(await local_provider.list_ids("bot")) == sorted([a.id, b.id])
-    assert await local_provider.list_ids("x") == [a.id]
-    assert await local_provider.list_ids("none") == []
+    assert sorted(await ids(local_provider, "bot")) == sorted([a.id, b.id])
+    assert await ids(local_provider, "x") == [a.id]
+    assert await ids(local_provider, "none") == []
+    ages = [time.time() - info.created_at for info in await local_provider.list_tagged("bot")]
+    assert all(0 <= age < 60 for age in ages)
     for sandbox in (a, b, c):
         await sandbox.destroy()
-    assert await local_provider.list_ids("bot") == []
+    assert await ids(local_provider, "bot") == []
 
 
 async def test_destroy_is_idempotent_and_later_calls_fail(
@@ -489,9 +496,9 @@ async def test_destroy_id_removes_orphans_and_rejects_bad_ids(sandbox_root: Path
     await first.close()
 
     second = LocalProvider(sandbox_root)  # as after a restart
-    assert await second.list_ids("bot") == [orphan.id]
+    assert await ids(second, "bot") == [orphan.id]
     await second.destroy_id(orphan.id)
     await second.destroy_id(orphan.id)
-    assert await second.list_ids("bot") == []
+    assert await ids(second, "bot") == []
     with pytest.raises(SandboxError, match="not a local sandbox id"):
         await second.destroy_id("../../etc")

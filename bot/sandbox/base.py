@@ -58,6 +58,14 @@ class FileEntry:
 
 
 @dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as a provider lists it, for orphan clean-up."""
+
+    id: str
+    created_at: float | None  # Unix time, when the backend says
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What a session asks of a provider when it needs a sandbox."""
 
@@ -101,8 +109,8 @@ class Sandbox(Protocol):
 class SandboxProvider(Protocol):
     async def create(self, spec: SandboxSpec) -> Sandbox: ...
 
-    async def list_ids(self, tag: str) -> list[str]:
-        """Ids of the sandboxes carrying `tag` (for orphan clean-up)."""
+    async def list_tagged(self, tag: str) -> list[SandboxInfo]:
+        """The sandboxes carrying `tag` (for orphan clean-up)."""
         ...
 
     async def destroy_id(self, sandbox_id: str) -> None: ...

@@ -13,9 +13,10 @@ import os
 import posixpath
 import re
 import shutil
+import time
 from pathlib import Path
 
-from bot.sandbox.base import OUT_DIR, UPLOADS_DIR, WORK_DIR, SandboxSpec
+from bot.sandbox.base import OUT_DIR, UPLOADS_DIR, WORK_DIR, SandboxInfo, SandboxSpec
 
 META_FILE = "sandbox.json"
 ID_PREFIX = "lcl-"
@@ -25,7 +26,12 @@ ID_RE = re.compile(r"lcl-[0-9a-f]{12}")
 def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
     """Create the sandbox folder `home`; `uid` (if not None) owns what the sandbox writes."""
     home.mkdir(mode=0o700)
-    meta = {"id": home.name, "session_key": spec.session_key, "tags": list(spec.tags)}
+    meta = {
+        "id": home.name,
+        "session_key": spec.session_key,
+        "tags": list(spec.tags),
+        "created_at": time.time(),
+    }
     (home / META_FILE).write_text(json.dumps(meta))
     data, work = home / "data", home / "work"
     data.mkdir()
@@ -42,8 +48,8 @@ def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
             os.chown(path, uid, uid)
 
 
-def ids_with_tag(root: Path, tag: str) -> list[str]:
-    ids = []
+def tagged(root: Path, tag: str) -> list[SandboxInfo]:
+    found = []
     for entry in sorted(root.iterdir()):
         if not ID_RE.fullmatch(entry.name):
             continue
@@ -52,8 +58,9 @@ def ids_with_tag(root: Path, tag: str) -> list[str]:
         except (OSError, ValueError):
             continue
         if tag in meta.get("tags", []):
-            ids.append(entry.name)
-    return ids
+            created = meta.get("created_at")
+            found.append(SandboxInfo(entry.name, float(created) if created else None))
+    return found
 
 
 def remove_tree(path: Path) -> None:

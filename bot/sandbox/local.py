@@ -31,6 +31,7 @@ from bot.sandbox.base import (
     ExecStatus,
     FileEntry,
     Language,
+    SandboxInfo,
     SandboxSpec,
 )
 from bot.sandbox.bwrap import (
@@ -40,7 +41,7 @@ from bot.sandbox.bwrap import (
     require_bubblewrap,
     resolve_interpreter,
 )
-from bot.sandbox.folders import ID_PREFIX, ID_RE, ids_with_tag, make_folders, remove_tree
+from bot.sandbox.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
 from bot.sandbox.git import git_clone
 from bot.sandbox.limits import Limits
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, last_line, pump
@@ -127,8 +128,8 @@ class LocalProvider:
             raise
         return sandbox
 
-    async def list_ids(self, tag: str) -> list[str]:
-        return await asyncio.to_thread(ids_with_tag, self.root, tag)
+    async def list_tagged(self, tag: str) -> list[SandboxInfo]:
+        return await asyncio.to_thread(tagged, self.root, tag)
 
     async def destroy_id(self, sandbox_id: str) -> None:
         if not ID_RE.fullmatch(sandbox_id):
