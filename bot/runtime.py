@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import weakref
+from dataclasses import dataclass, field
 
 import anthropic
 
@@ -12,6 +14,7 @@ from bot.agent.tools import SandboxGetter, Toolbox
 from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.local import LocalProvider
+from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.session import Session
 from bot.settings import Settings
 
@@ -25,6 +28,11 @@ def build_provider(settings: Settings) -> SandboxProvider:
     )
 
 
+def session_tag(key: str) -> str:
+    """A tag naming the session, in characters any backend accepts."""
+    return "session-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -35,9 +43,27 @@ class Runtime:
     def from_settings(cls, settings: Settings) -> Runtime:
         return cls(settings, build_client(settings), build_provider(settings))
 
+    _sessions: weakref.WeakSet[Session] = field(default_factory=weakref.WeakSet)
+
     def new_session(self, key: str, repo_url: str | None = None) -> Session:
-        tags = (self.settings.sandbox_tag, f"session:{key}")
-        return Session(key, self.provider, self._make_agent, repo_url=repo_url, tags=tags)
+        tags = (self.settings.sandbox_tag, session_tag(key))
+        session = Session(key, self.provider, self._make_agent, repo_url=repo_url, tags=tags)
+        self._sessions.add(session)
+        return session
+
+    def owned_sandbox_ids(self) -> set[str]:
+        """Sandboxes that live sessions of this process hold."""
+        return {s.sandbox_id for s in list(self._sessions) if s.sandbox_id}
+
+    def orphan_sweeper(self) -> OrphanSweeper:
+        s = self.settings
+        return OrphanSweeper(
+            self.provider,
+            s.sandbox_tag,
+            self.owned_sandbox_ids,
+            interval_s=s.orphan_sweep_interval_s,
+            min_age_s=s.orphan_min_age_s,
+        )
 
     def _make_agent(self, sandbox: SandboxGetter) -> Agent:
         s = self.settings

@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     sandbox_setup_command: str | None = None
     orphan_cleanup: bool = True
     orphan_sweep_interval_s: float = Field(default=600, gt=0)
+    orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
 
     session_idle_timeout: int = Field(default=900, ge=10)
     max_turns: int = Field(default=15, ge=1, le=200)

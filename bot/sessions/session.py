@@ -56,6 +56,14 @@ class Session:
         assert self._sandbox_task is not None
         return await asyncio.shield(self._sandbox_task)
 
+    @property
+    def sandbox_id(self) -> str | None:
+        """The id of this session's sandbox once it exists."""
+        task = self._sandbox_task
+        if task is None or not task.done() or task.cancelled() or task.exception():
+            return None
+        return task.result().id
+
     async def sandbox_if_ready(self) -> Sandbox | None:
         """The sandbox if its creation was started and succeeded, else None."""
         task = self._sandbox_task
