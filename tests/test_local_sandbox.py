@@ -502,3 +502,16 @@ async def test_destroy_id_removes_orphans_and_rejects_bad_ids(sandbox_root: Path
     assert await ids(second, "bot") == []
     with pytest.raises(SandboxError, match="not a local sandbox id"):
         await second.destroy_id("../../etc")
+
+
+async def test_kill_right_after_start_never_hangs(local_sandbox: LocalSandbox) -> None:
+    """A command killed while bwrap is still setting up its namespace must die too."""
+
+    async def start_and_kill() -> None:
+        for _ in range(10):
+            command_id = await local_sandbox.start_command("bash", "sleep 30")
+            await local_sandbox.kill_command(command_id)
+            state = await local_sandbox.command_state(command_id)
+            assert not state.running and state.result.status == "killed"
+
+    await asyncio.wait_for(asyncio.gather(*(start_and_kill() for _ in range(6))), 60)

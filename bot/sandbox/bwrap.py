@@ -189,6 +189,7 @@ class Launcher:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=fds,
                 env={"PATH": SANDBOX_PATH},  # bwrap's own environment is visible inside
+                start_new_session=True,  # its own process group, for `Container.kill`
                 **self._credentials(),
             )
         except BaseException:
@@ -223,8 +224,10 @@ class Container:
         pid = self._namespace_init()
         if pid is not None and self._kill_child(pid):
             return
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()  # no namespace yet (or gone): --die-with-parent covers the rest
+        # No namespace init known yet: bwrap's child may still be setting up, before
+        # --die-with-parent holds, so kill bwrap's whole process group (the child's too).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def _kill_child(self, pid: int) -> bool:
         """SIGKILL `pid` only if it is still bwrap's child (the pid may have been reused)."""
