@@ -19,3 +19,11 @@ class SandboxUnavailable(SandboxError):
 
 class SandboxPathError(SandboxError):
     """A path outside the sandbox layout, or one that does not exist."""
+
+
+class SandboxConfigError(SandboxUnavailable, ConfigError):
+    """The sandbox service rejects the bot's settings (token, workspace, project)."""
+
+
+class SandboxGone(SandboxUnavailable):
+    """The sandbox vanished (deleted, or removed by its service) while a session used it."""

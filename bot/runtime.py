@@ -11,8 +11,8 @@ import anthropic
 from bot.agent.loop import Agent, AgentConfig
 from bot.agent.model import RetryPolicy, build_client
 from bot.agent.tools import SandboxGetter, Toolbox
-from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
+from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.local import LocalProvider
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.session import Session
@@ -20,12 +20,9 @@ from bot.settings import Settings
 
 
 def build_provider(settings: Settings) -> SandboxProvider:
-    if settings.backend == "local":
-        return LocalProvider(settings.sandbox_root)
-    raise ConfigError(
-        "Configuration error: SANDBOX_BACKEND=buddy is not available in this version. "
-        "Set SANDBOX_BACKEND=local."
-    )
+    if settings.backend == "buddy":
+        return BuddyProvider(BuddyConfig.from_settings(settings))
+    return LocalProvider(settings.sandbox_root)
 
 
 def session_tag(key: str) -> str:

@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     buddy_sandbox_timeout: int = Field(default=900, ge=60)  # Buddy's inactivity auto-stop
     buddy_snapshot: str | None = None
     buddy_ready_timeout_s: float = Field(default=300, gt=0)
+    buddy_retry_delay_s: float = Field(default=1.0, ge=0)  # first backoff of a retried read
     sandbox_setup_command: str | None = None
     orphan_cleanup: bool = True
     orphan_sweep_interval_s: float = Field(default=600, gt=0)
