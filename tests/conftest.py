@@ -37,3 +37,9 @@ async def local_sandbox(local_provider: LocalProvider) -> AsyncIterator[LocalSan
     sandbox = await local_provider.create(SandboxSpec(session_key="test"))
     yield sandbox
     await sandbox.destroy()
+
+
+@pytest.fixture(params=["local", "buddy"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Run the test on each sandbox backend (Buddy against the fake Buddy API)."""
+    return request.param

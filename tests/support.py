@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.runtime import Runtime
 from bot.settings import Settings
+from tests.fakes.buddy_api import FakeBuddy
 
 DATA = Path(__file__).parent / "data"
 POPULATION_CSV = DATA / "population_2000_2010_2020.csv"
@@ -31,6 +33,39 @@ def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
 
 def runtime_for(base_url: str, root: Path, **overrides: Any) -> Runtime:
     return Runtime.from_settings(settings_for(base_url, root, **overrides))
+
+
+def buddy_settings(fake: FakeBuddy) -> dict[str, Any]:
+    """Settings that point the Buddy backend at a fake Buddy API."""
+    return {
+        "sandbox_backend": "buddy",
+        "buddy_token": "buddy-test-token",
+        "buddy_workspace": "acme",
+        "buddy_project": "analytics",
+        "buddy_api_url": fake.base_url,
+        "buddy_retry_delay_s": 0.01,
+    }
+
+
+@asynccontextmanager
+async def runtime_on(
+    backend: str, model_url: str, root: Path, **overrides: Any
+) -> AsyncIterator[Runtime]:
+    """A runtime on the local backend, or on the Buddy backend against a fake Buddy."""
+    if backend == "local":
+        runtime = runtime_for(model_url, root, **overrides)
+        try:
+            yield runtime
+        finally:
+            await runtime.close()
+        return
+    async with FakeBuddy(root, boot_delay_s=0.05) as fake:
+        runtime = runtime_for(model_url, root, **buddy_settings(fake), **overrides)
+        try:
+            yield runtime
+        finally:
+            await runtime.close()
+        assert not fake.sandboxes, "a Buddy sandbox was left behind"
 
 
 class Recorder:

@@ -1,15 +1,28 @@
-"""The original example end to end: real SDK → fake Messages API, code in the local sandbox."""
+"""The original example end to end, on both backends: the real SDK against the fake
+Messages API, the code in a local sandbox or a (fake) Buddy sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from bot.agent.events import RunFinished
 from bot.cli import main
-from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.buddy_api import FakeBuddy
 from tests.scripts import population_analyst
-from tests.support import POPULATION_CSV, Recorder, file_chunks, runtime_for
+from tests.support import (
+    POPULATION_CSV,
+    Recorder,
+    buddy_settings,
+    file_chunks,
+    runtime_on,
+)
 
 QUESTION = (
     "Find the three countries with the largest absolute population growth from 2000 to 2020. "
@@ -19,7 +32,7 @@ QUESTION = (
 
 def expected() -> dict[str, tuple[int, int]]:
     """The 2000 and 2020 values straight from the data, to compare with what the bot says."""
-    wanted = {"India": {}, "China": {}, "Nigeria": {}}
+    wanted: dict[str, dict[str, int]] = {"India": {}, "China": {}, "Nigeria": {}}
     with POPULATION_CSV.open(newline="") as handle:
         for row in csv.DictReader(handle):
             if row["Country Name"] in wanted and row["Year"] in ("2000", "2020"):
@@ -35,42 +48,41 @@ def assert_has_numbers(text: str) -> None:
     assert "World" not in text.split("|", 1)[-1]  # no aggregate row in the table
 
 
-async def test_population_growth_end_to_end(tmp_path: Path, sandbox_root: Path) -> None:
-    async with FakeAnthropic(population_analyst) as fake:
-        runtime = runtime_for(fake.base_url, sandbox_root)
+async def test_population_growth_end_to_end(
+    backend: str, tmp_path: Path, sandbox_root: Path
+) -> None:
+    recorder = Recorder()
+    async with (
+        FakeAnthropic(population_analyst) as fake,
+        runtime_on(backend, fake.base_url, sandbox_root) as runtime,
+    ):
         session = runtime.new_session("test-population")
         session.start()
-        recorder = Recorder()
         try:
             await session.add_file(POPULATION_CSV.name, file_chunks(POPULATION_CSV))
             result = await session.ask(QUESTION, recorder)
             saved = await session.save_outputs(tmp_path)
         finally:
             await session.close()
-            await runtime.close()
 
     assert isinstance(result, RunFinished), result
     assert result.turns == 5
     assert_has_numbers(result.answer)
-    report = (tmp_path / "report.md").read_text()
-    assert_has_numbers(report)
+    assert_has_numbers((tmp_path / "report.md").read_text())
     assert {p.name for p in saved} == {"report.md", "top3.json"}
 
     # The failed import reached the model as an error result, and it recovered.
-    statuses = [e.status for e in recorder.finished]
-    assert statuses == ["ok", "error", "ok", "ok"]
+    assert [e.status for e in recorder.finished] == ["ok", "error", "ok", "ok"]
     assert "ModuleNotFoundError" in recorder.finished[1].excerpt
     # The model was told about the file, with its header line, in the system prompt.
     system = fake.requests[0].system_text
     assert "/buddy/work/uploads/population_2000_2010_2020.csv" in system
     assert "Country Name,Country Code,Year,Value" in system
     assert result.usage.output_tokens > 0 and result.cost_usd is not None and result.cost_usd > 0
-    assert not list((sandbox_root).iterdir()), "sandbox left behind"
+    assert not list(sandbox_root.iterdir()), "sandbox left behind"
 
 
-async def test_follow_up_continues_the_same_session(sandbox_root: Path) -> None:
-    from tests.fakes.anthropic_api import Reply, text, tool_use
-
+async def test_follow_up_continues_the_same_session(backend: str, sandbox_root: Path) -> None:
     def script(req):  # first question writes a file; the follow-up reads it back
         if req.turn == 0:
             code = "open('/buddy/work/note.txt', 'w').write('remembered')"
@@ -81,15 +93,18 @@ async def test_follow_up_continues_the_same_session(sandbox_root: Path) -> None:
             return Reply([tool_use("read_file", {"path": "/buddy/work/note.txt"})])
         return Reply([text(f"The note says: {req.tool_results()[-1].text}")])
 
-    async with FakeAnthropic(script) as fake:
-        runtime = runtime_for(fake.base_url, sandbox_root)
+    async with (
+        FakeAnthropic(script) as fake,
+        runtime_on(backend, fake.base_url, sandbox_root) as runtime,
+    ):
         session = runtime.new_session("test-follow-up")
         try:
             first = await session.ask("write a note", Recorder())
+            sandbox_id = session.sandbox_id
             second = await session.ask("what does the note say?", Recorder())
+            assert session.sandbox_id == sandbox_id  # the same sandbox, not a new one
         finally:
             await session.close()
-            await runtime.close()
     assert isinstance(first, RunFinished) and isinstance(second, RunFinished)
     assert second.answer == "The note says: remembered"
     # The follow-up request carried the whole earlier conversation.
@@ -98,43 +113,75 @@ async def test_follow_up_continues_the_same_session(sandbox_root: Path) -> None:
     assert last[4]["content"][-1]["text"] == "what does the note say?"
 
 
-def test_terminal_mode_prints_tool_calls_and_saves_report(
-    tmp_path: Path, sandbox_root: Path, monkeypatch, capsys
-) -> None:
-    """`python -m bot ask --csv …` as a user runs it, against the fake endpoint."""
-    import asyncio
-    import threading
+@pytest.fixture
+def model_server() -> Iterator[str]:
+    """The fake Messages API in a thread of its own: `main()` runs its own event loop."""
+    ready, state = threading.Event(), {}
 
-    ready = threading.Event()
-    state: dict = {}
+    async def serve() -> None:
+        async with FakeAnthropic(population_analyst) as fake:
+            state.update(url=fake.base_url, stop=asyncio.Event(), loop=asyncio.get_running_loop())
+            ready.set()
+            await state["stop"].wait()
 
-    def serve() -> None:
-        async def run() -> None:
-            async with FakeAnthropic(population_analyst) as fake:
-                state["url"] = fake.base_url
-                state["stop"] = asyncio.Event()
-                state["loop"] = asyncio.get_running_loop()
-                ready.set()
-                await state["stop"].wait()
-
-        asyncio.run(run())
-
-    thread = threading.Thread(target=serve, daemon=True)
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
     assert ready.wait(10)
+    yield state["url"]
+    state["loop"].call_soon_threadsafe(state["stop"].set)
+    thread.join(10)
+
+
+def run_terminal(tmp_path: Path, monkeypatch, capsys, env: dict[str, str]) -> str:
+    """`python -m bot ask --csv …` as a user runs it; returns what it printed."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-secret")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", state["url"])
-    monkeypatch.setenv("SANDBOX_BACKEND", "local")
-    monkeypatch.setenv("SANDBOX_ROOT", str(sandbox_root))
-    try:
-        code = main(["ask", "--csv", str(POPULATION_CSV), QUESTION])
-    finally:
-        state["loop"].call_soon_threadsafe(state["stop"].set)
-        thread.join(10)
+    for name, value in env.items():
+        monkeypatch.setenv(name.upper(), value)
+    code = main(["ask", "--csv", str(POPULATION_CSV), QUESTION])
     out = capsys.readouterr().out
     assert code == 0, out
+    return out
+
+
+def assert_terminal_output(out: str, tmp_path: Path) -> None:
     assert "▶ [2] python" in out and "import polars" in out and "✗ error · exit 1" in out
     assert "5 turns" in out and "$" in out
     assert_has_numbers((tmp_path / "report.md").read_text())
     assert (tmp_path / "top3.json").exists()
+
+
+def test_terminal_mode_on_the_local_sandbox(
+    tmp_path: Path, sandbox_root: Path, model_server: str, monkeypatch, capsys
+) -> None:
+    env = {
+        "anthropic_api_key": "sk-ant-test-secret",
+        "anthropic_base_url": model_server,
+        "sandbox_backend": "local",
+        "sandbox_root": str(sandbox_root),
+    }
+    assert_terminal_output(run_terminal(tmp_path, monkeypatch, capsys, env), tmp_path)
+    assert not list(sandbox_root.iterdir())
+
+
+def test_terminal_mode_on_buddy(
+    tmp_path: Path, sandbox_root: Path, model_server: str, monkeypatch, capsys
+) -> None:
+    ready, state = threading.Event(), {}
+
+    async def serve() -> None:
+        async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+            state.update(fake=fake, stop=asyncio.Event(), loop=asyncio.get_running_loop())
+            ready.set()
+            await state["stop"].wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        env = {"anthropic_api_key": "sk-ant-test-secret", "anthropic_base_url": model_server}
+        env.update({k: str(v) for k, v in buddy_settings(state["fake"]).items()})
+        assert_terminal_output(run_terminal(tmp_path, monkeypatch, capsys, env), tmp_path)
+        assert not state["fake"].sandboxes and len(state["fake"].deleted) == 1
+    finally:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(10)
