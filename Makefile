@@ -37,7 +37,8 @@ test: system $(BIN)/.installed
 	$(BIN)/pytest -q
 
 bench: system $(BIN)/.installed
-	$(BIN)/python bench/run_code_roundtrip.py
+	$(BIN)/python -m bench.run_code_roundtrip
+	$(BIN)/python -m bench.buddy_run_code
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

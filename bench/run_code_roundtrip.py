@@ -1,6 +1,6 @@
 """Benchmark: a trivial run_code on the local sandbox, and the tool loop's own overhead.
 
-Run from the repository root: `.venv/bin/python bench/run_code_roundtrip.py [--calls N]`.
+Run from the repository root: `.venv/bin/python -m bench.run_code_roundtrip [--calls N]`.
 Prints medians from one run; machines here are shared and noisy, so compare within a run.
 """
 
@@ -10,12 +10,9 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.agent.events import Event, ToolCallFinished, ToolCallStarted
 from bot.sandbox.base import SandboxSpec
