@@ -1,16 +1,16 @@
-"""Unit tests of the Buddy backend's pure parts: wire formats, error mapping, scripts, and the
-HTTP layer's retry policy against httpx's in-process MockTransport."""
+"""Unit tests of the Buddy backend's pure parts: wire formats, error mapping, scripts, request
+bodies and the reading of Buddy's views. The backend's traffic with a server is tested against
+the fake Buddy server in test_buddy_backend.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -30,30 +30,28 @@ from bot.errors import (
     SandboxUnavailable,
 )
 from bot.sandbox.base import SandboxSpec
-from bot.sandbox.buddy import (
-    IDENTIFIER_PREFIX,
-    BuddyConfig,
-    BuddyProvider,
-    create_body,
-    exec_status,
-    first_boot_script,
-    make_identifier,
-    parse_listing,
-    run_script,
-)
+from bot.sandbox.buddy import BuddyConfig
 from bot.sandbox.buddy_http import (
     RATE_LIMIT_MAX_WAIT_S,
-    BuddyHttp,
     CommandNotFound,
     LogParser,
-    OutcomeUnknown,
     api_error,
     api_url_for,
     encode_path,
     error_text,
     multipart_body,
     multipart_content_type,
+    request_timeouts,
     retry_delay,
+)
+from bot.sandbox.buddy_scripts import (
+    IDENTIFIER_PREFIX,
+    create_body,
+    exec_status,
+    first_boot_script,
+    make_identifier,
+    parse_listing,
+    run_script,
 )
 from bot.sandbox.output import CappedBuffer
 from tests.support import settings_for
@@ -259,20 +257,6 @@ def test_encode_path(path: str, encoded: str) -> None:
     assert encode_path(path) == encoded
 
 
-async def test_encoded_paths_reach_the_server_unchanged() -> None:
-    seen: list[str] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.url.raw_path.decode())
-        return httpx.Response(200, json={"contents": []})
-
-    http = _http(handler, base_url="https://buddy.example/api")
-    url = http.sandbox_url("sb1", "content", encode_path("/buddy/work/a b#?.csv"))
-    await http.request("GET", url, scope="path", what="listing")
-    await http.aclose()
-    assert seen == ["/api/workspaces/acme/sandboxes/sb1/content/buddy/work/a%20b%23%3F.csv"]
-
-
 @pytest.mark.parametrize(
     ("region", "url"),
     [
@@ -385,6 +369,18 @@ def test_429_5xx_and_others() -> None:
     assert "'identifier' must be unique" in str(rejected) and "HTTP 400" in str(rejected)
     not_running = _map(400, _errors("Instance is not running"), scope="path", subject="/x")
     assert isinstance(not_running, SandboxUnavailable) and "not running" in str(not_running)
+
+
+# -- timeouts --
+
+
+def test_request_timeouts_by_kind() -> None:
+    timeouts = request_timeouts()
+    assert timeouts["default"] == httpx.Timeout(30.0)
+    assert timeouts["create"] == httpx.Timeout(60.0, connect=30.0)
+    assert timeouts["command"] == httpx.Timeout(120.0, connect=30.0)  # held while booting
+    assert timeouts["stream"] == httpx.Timeout(None, connect=30.0, pool=30.0)
+    assert request_timeouts(0.5)["command"] == httpx.Timeout(2.0, connect=0.5)
 
 
 # -- Retry-After --
@@ -704,453 +700,3 @@ def test_config_missing_setting(tmp_path: Path, missing: str, name: str) -> None
         BuddyConfig.from_settings(settings_for("http://unused", tmp_path, **values))
     message = str(caught.value)
     assert name in message and "\n" not in message and TOKEN not in message
-
-
-# -- the HTTP layer's retry policy (httpx's MockTransport, in process) --
-
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-def _http(handler: Handler, base_url: str = "https://buddy.example") -> BuddyHttp:
-    return BuddyHttp(
-        base_url,
-        TOKEN,
-        workspace="acme",
-        project="analytics",
-        retry_base_delay_s=0.001,
-        transport=httpx.MockTransport(handler),
-    )
-
-
-def _script(*answers: httpx.Response | Exception) -> tuple[Handler, list[httpx.Request]]:
-    """A handler giving `answers` in order (an exception is raised), recording requests."""
-    seen: list[httpx.Request] = []
-    pending = list(answers)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        answer = pending.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    return handler, seen
-
-
-async def test_reads_are_retried_on_5xx_and_network_errors() -> None:
-    handler, seen = _script(
-        httpx.Response(503),
-        httpx.ReadTimeout("slow"),
-        httpx.RemoteProtocolError("dropped"),
-        httpx.Response(200, json={"id": "sb1"}),
-    )
-    http = _http(handler)
-    response = await http.request("GET", "/x", scope="sandbox", what="reading", idempotent=True)
-    await http.aclose()
-    assert response.json() == {"id": "sb1"} and len(seen) == 4
-    assert seen[0].headers["authorization"] == f"Bearer {TOKEN}"
-    assert seen[0].headers["accept"] == "application/json"
-
-
-async def test_reads_give_up_after_four_attempts() -> None:
-    handler, seen = _script(*[httpx.Response(500, json={"errors": [{"message": "boom"}]})] * 4)
-    http = _http(handler)
-    with pytest.raises(SandboxError, match=r"Buddy server error.*boom") as caught:
-        await http.request("GET", "/x", scope="sandbox", what="reading", idempotent=True)
-    await http.aclose()
-    assert len(seen) == 4 and not isinstance(caught.value, OutcomeUnknown)
-
-
-@pytest.mark.parametrize(
-    "failure",
-    [httpx.Response(502), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped")],
-)
-async def test_posts_are_never_resent_after_an_unknown_outcome(
-    failure: httpx.Response | Exception,
-) -> None:
-    handler, seen = _script(failure, httpx.Response(200, json={"id": "c1"}))
-    http = _http(handler)
-    with pytest.raises(OutcomeUnknown):
-        await http.request("POST", "/x", json={}, scope="sandbox", what="starting a command")
-    await http.aclose()
-    assert len(seen) == 1
-
-
-async def test_a_post_that_never_connected_is_resent() -> None:
-    handler, seen = _script(httpx.ConnectError("refused"), httpx.Response(200, json={"id": "c1"}))
-    http = _http(handler)
-    response = await http.request("POST", "/x", json={}, scope="sandbox", what="starting")
-    await http.aclose()
-    assert response.json() == {"id": "c1"} and len(seen) == 2
-
-
-async def test_unreachable_api_names_the_url() -> None:
-    handler, _ = _script(*[httpx.ConnectError("refused")] * 4)
-    http = _http(handler, base_url="https://buddy.example/api")
-    with pytest.raises(
-        SandboxError, match=r"cannot reach the Buddy API at https://buddy.example/api"
-    ):
-        await http.request("GET", "/x", scope="project", what="listing", idempotent=True)
-    await http.aclose()
-
-
-async def test_429_is_waited_out_then_reported() -> None:
-    limited = httpx.Response(429, headers={"Retry-After": "0.01"}, json={"errors": []})
-    handler, seen = _script(limited, httpx.Response(200, json={"id": "c1"}))
-    http = _http(handler)
-    started = asyncio.get_running_loop().time()
-    response = await http.request("POST", "/x", json={}, scope="sandbox", what="starting")
-    assert asyncio.get_running_loop().time() - started >= 0.01
-    assert response.json() == {"id": "c1"} and len(seen) == 2
-    handler, seen = _script(*[limited] * 10)
-    http = _http(handler)
-    with pytest.raises(SandboxError, match="rate limiting"):
-        await http.request("GET", "/x", scope="sandbox", what="reading", idempotent=True)
-    await http.aclose()
-    assert len(seen) == 4  # the first try and three waits
-
-
-async def test_streamed_upload_is_not_resent_on_429() -> None:
-    handler, seen = _script(httpx.Response(429), httpx.Response(201, json={}))
-    http = _http(handler)
-    body = multipart_body("f", _chunks(b"data"), "bnd")
-    with pytest.raises(SandboxError, match="rate limiting"):
-        await http.request(
-            "POST", "/u", content=body, replayable=False, scope="path", what="uploading"
-        )
-    await http.aclose()
-    assert len(seen) == 1
-
-
-async def test_the_token_never_appears_in_errors() -> None:
-    echo = httpx.Response(400, json={"errors": [{"message": f"bad token {TOKEN}"}]})
-    handler, _ = _script(echo)
-    http = _http(handler)
-    with pytest.raises(SandboxError) as caught:
-        await http.request("GET", "/x", scope="sandbox", what="reading")
-    await http.aclose()
-    assert TOKEN not in str(caught.value) and "[token]" in str(caught.value)
-
-
-async def test_accepted_statuses_are_returned() -> None:
-    handler, _ = _script(httpx.Response(409, json={"errors": [{"message": "exists"}]}))
-    http = _http(handler)
-    response = await http.request("POST", "/d", scope="path", what="mkdir", accept=(409,))
-    await http.aclose()
-    assert response.status_code == 409
-
-
-async def test_closed_client_is_unavailable() -> None:
-    handler, _ = _script()
-    http = _http(handler)
-    await http.aclose()
-    with pytest.raises(SandboxUnavailable):
-        await http.request("GET", "/x", scope="sandbox", what="reading")
-
-
-# -- provider flows that guard against leaks (scripted transport) --
-
-
-class Scripted:
-    """A tiny scripted Buddy: routes (method, path regex) to handlers, records requests."""
-
-    def __init__(self) -> None:
-        self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
-        self.requests: list[tuple[str, str]] = []
-
-    def on(self, method: str, pattern: str, handler: Handler) -> None:
-        self.routes.insert(0, (method, re.compile(pattern), handler))
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        self.requests.append((request.method, path))
-        for method, pattern, handler in self.routes:
-            if method == request.method and pattern.fullmatch(path):
-                return handler(request)
-        return httpx.Response(404, json={"errors": [{"message": "no route"}]})
-
-
-def _provider(buddy: Scripted, **kw: Any) -> BuddyProvider:
-    return BuddyProvider(_config(**kw), transport=httpx.MockTransport(buddy))
-
-
-SANDBOXES = "/workspaces/acme/sandboxes"
-
-
-async def test_create_waits_for_setup_and_running() -> None:
-    buddy = Scripted()
-    states = iter([("STARTING", "INPROGRESS"), ("RUNNING", "INPROGRESS"), ("RUNNING", "SUCCESS")])
-    created: dict[str, Any] = {}
-
-    def create(request: httpx.Request) -> httpx.Response:
-        created.update(json.loads(request.content), query=dict(request.url.params))
-        return httpx.Response(201, json={"id": "sb1", "status": "STARTING"})
-
-    def get(request: httpx.Request) -> httpx.Response:
-        status, setup = next(states)
-        return httpx.Response(200, json={"id": "sb1", "status": status, "setup_status": setup})
-
-    buddy.on("POST", SANDBOXES, create)
-    buddy.on("GET", SANDBOXES + "/sb1", get)
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1", tags=("t",)))
-    await provider.close()
-    assert sandbox.id == "sb1"
-    assert created["query"] == {"project_name": "analytics"}
-    assert created["tags"] == ["t"] and created["identifier"].startswith("sci-")
-    assert buddy.requests.count(("GET", SANDBOXES + "/sb1")) == 3
-
-
-async def test_create_failed_setup_shows_boot_logs_and_deletes() -> None:
-    buddy = Scripted()
-    buddy.on("POST", SANDBOXES, lambda r: httpx.Response(201, json={"id": "sb1"}))
-    logs = [f"step {i}" for i in range(30)] + ["E: Unable to locate package nope"]
-    failed = {"id": "sb1", "status": "RUNNING", "setup_status": "FAILED", "boot_logs": logs}
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(200, json=failed))
-    buddy.on("DELETE", SANDBOXES + "/sb1", lambda r: httpx.Response(204))
-    provider = _provider(buddy)
-    with pytest.raises(SandboxUnavailable, match="setup commands failed") as caught:
-        await provider.create(SandboxSpec("s1"))
-    await provider.close()
-    assert "Unable to locate package nope" in str(caught.value)
-    assert "step 0" not in str(caught.value)
-    assert buddy.requests[-1] == ("DELETE", SANDBOXES + "/sb1")
-
-
-async def test_create_ready_timeout_deletes() -> None:
-    buddy = Scripted()
-    buddy.on("POST", SANDBOXES, lambda r: httpx.Response(201, json={"id": "sb1"}))
-    booting = {"id": "sb1", "status": "STARTING", "setup_status": "INPROGRESS"}
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(200, json=booting))
-    buddy.on("DELETE", SANDBOXES + "/sb1", lambda r: httpx.Response(204))
-    provider = _provider(buddy, ready_timeout_s=0.05)
-    with pytest.raises(SandboxUnavailable, match=r"not ready after 0\.05 s"):
-        await provider.create(SandboxSpec("s1"))
-    await provider.close()
-    assert buddy.requests[-1] == ("DELETE", SANDBOXES + "/sb1")
-
-
-async def test_create_with_unknown_outcome_finds_and_deletes_the_sandbox() -> None:
-    buddy = Scripted()
-    made: dict[str, str] = {}
-
-    def create(request: httpx.Request) -> httpx.Response:
-        made["identifier"] = json.loads(request.content)["identifier"]
-        raise httpx.ReadTimeout("no answer")
-
-    def lookup(request: httpx.Request) -> httpx.Response:
-        assert request.url.params["sandbox"] == made["identifier"]
-        assert request.url.params["project"] == "analytics"
-        return httpx.Response(200, json={"sandbox_id": "sb9"})
-
-    buddy.on("POST", SANDBOXES, create)
-    buddy.on("GET", "/workspaces/acme/identifiers", lookup)
-    buddy.on("DELETE", SANDBOXES + "/sb9", lambda r: httpx.Response(204))
-    provider = _provider(buddy)
-    with pytest.raises(SandboxUnavailable, match="creating the sandbox failed"):
-        await provider.create(SandboxSpec("s1"))
-    await provider.close()
-    assert buddy.requests.count(("POST", SANDBOXES)) == 1  # never resent
-    assert buddy.requests[-1] == ("DELETE", SANDBOXES + "/sb9")
-
-
-async def test_create_lookup_falls_back_to_listing() -> None:
-    buddy = Scripted()
-    made: dict[str, str] = {}
-
-    def create(request: httpx.Request) -> httpx.Response:
-        made["identifier"] = json.loads(request.content)["identifier"]
-        return httpx.Response(504)
-
-    def listing(request: httpx.Request) -> httpx.Response:
-        items = [
-            {"id": "other", "identifier": "x"},
-            {"id": "sb7", "identifier": made["identifier"]},
-        ]
-        return httpx.Response(200, json={"sandboxes": items})
-
-    buddy.on("POST", SANDBOXES, create)
-    buddy.on("GET", SANDBOXES, listing)  # /identifiers is unrouted: 404
-    buddy.on("DELETE", SANDBOXES + "/sb7", lambda r: httpx.Response(204))
-    provider = _provider(buddy)
-    with pytest.raises(SandboxUnavailable):
-        await provider.create(SandboxSpec("s1"))
-    await provider.close()
-    assert ("DELETE", SANDBOXES + "/sb7") in buddy.requests
-    assert ("DELETE", SANDBOXES + "/other") not in buddy.requests
-
-
-async def test_cancelled_create_deletes_the_sandbox() -> None:
-    buddy = Scripted()
-    buddy.on("POST", SANDBOXES, lambda r: httpx.Response(201, json={"id": "sb1"}))
-    booting = {"id": "sb1", "status": "STARTING", "setup_status": "INPROGRESS"}
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(200, json=booting))
-    buddy.on("DELETE", SANDBOXES + "/sb1", lambda r: httpx.Response(204))
-    provider = _provider(buddy, poll_interval_s=0.01)
-    task = asyncio.create_task(provider.create(SandboxSpec("s1")))
-    await asyncio.sleep(0.1)  # booting: it polls meanwhile
-    assert ("GET", SANDBOXES + "/sb1") in buddy.requests
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    await provider.close()
-    assert buddy.requests[-1] == ("DELETE", SANDBOXES + "/sb1")
-
-
-async def test_destroy_is_idempotent_and_checks_after_a_lost_answer() -> None:
-    buddy = Scripted()
-    buddy.on("DELETE", SANDBOXES + "/sb1", lambda r: httpx.Response(502))
-    provider = _provider(buddy)
-    await provider.destroy_id("sb1")  # 502, then GET says 404: gone
-    assert buddy.requests == [("DELETE", SANDBOXES + "/sb1"), ("GET", SANDBOXES + "/sb1")]
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(200, json={"id": "sb1"}))
-    with pytest.raises(SandboxError, match="could not delete sandbox sb1"):
-        await provider.destroy_id("sb1")
-    await provider.close()
-
-
-async def test_list_tagged_reads_tags_of_our_sandboxes_only() -> None:
-    buddy = Scripted()
-    items = [
-        {"id": "a", "identifier": "sci-1-0000"},
-        {"id": "b", "identifier": "sci-2-0000"},
-        {"id": "c", "identifier": "someone-else"},
-        {"id": "d", "identifier": "sci-4-0000"},
-    ]
-    view_a = {"tags": ["bot"], "create_date": "2026-05-01T10:00:00Z"}
-    buddy.on("GET", SANDBOXES, lambda r: httpx.Response(200, json={"sandboxes": items}))
-    buddy.on("GET", SANDBOXES + "/a", lambda r: httpx.Response(200, json=view_a))
-    buddy.on("GET", SANDBOXES + "/b", lambda r: httpx.Response(200, json={"tags": ["other"]}))
-    # d: deleted between the list and the read (unrouted: 404)
-    provider = _provider(buddy)
-    found = await provider.list_tagged("bot")
-    assert [(i.id, i.created_at) for i in found] == [("a", 1777629600.0)]
-    assert await provider.list_ids("bot") == ["a"]
-    await provider.close()
-    assert ("GET", SANDBOXES + "/c") not in buddy.requests
-
-
-def _ready(buddy: Scripted) -> None:
-    buddy.on("POST", SANDBOXES, lambda r: httpx.Response(201, json={"id": "sb1"}))
-    ready = {"id": "sb1", "status": "RUNNING", "setup_status": "SUCCESS"}
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(200, json=ready))
-
-
-async def test_run_code_streams_logs_then_reads_the_exit_code() -> None:
-    buddy = Scripted()
-    _ready(buddy)
-    posted: dict[str, Any] = {}
-
-    def post(request: httpx.Request) -> httpx.Response:
-        posted.update(json.loads(request.content))
-        return httpx.Response(200, json={"id": "c1", "status": "INPROGRESS"})
-
-    statuses = iter(["INPROGRESS", "FAILED"])
-    logs = _jsonl(("STDOUT", "hello"), ("STDERR", "Traceback: boom"))
-    buddy.on("POST", SANDBOXES + "/sb1/commands", post)
-    buddy.on(
-        "GET",
-        SANDBOXES + "/sb1/commands/c1/logs",
-        lambda r: httpx.Response(200, content=logs, headers={"content-type": "application/jsonl"}),
-    )
-    buddy.on(
-        "GET",
-        SANDBOXES + "/sb1/commands/c1",
-        lambda r: httpx.Response(200, json={"id": "c1", "status": next(statuses), "exit_code": 1}),
-    )
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1"))
-    result = await sandbox.run_code("python", "print('hello')", 10)
-    await provider.close()
-    assert posted["runtime"] == "BASH" and "print('hello')" in posted["command"]
-    assert (result.status, result.exit_code) == ("error", 1)
-    assert (result.stdout.text, result.stderr.text) == ("hello\n", "Traceback: boom\n")
-
-
-async def test_run_code_post_failure_is_an_error_without_a_result() -> None:
-    buddy = Scripted()
-    _ready(buddy)
-    buddy.on("POST", SANDBOXES + "/sb1/commands", lambda r: httpx.Response(503))
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1"))
-    with pytest.raises(SandboxError, match="may or may not have run"):
-        await sandbox.run_code("python", "print(1)", 10)
-    await provider.close()
-    assert buddy.requests.count(("POST", SANDBOXES + "/sb1/commands")) == 1
-
-
-async def test_upload_creates_parents_and_streams_multipart() -> None:
-    buddy = Scripted()
-    _ready(buddy)
-    folders: list[str] = []
-    received: dict[str, Any] = {}
-
-    def mkdir(request: httpx.Request) -> httpx.Response:
-        folders.append(request.url.path)
-        return httpx.Response(409 if request.url.path.endswith("/uploads") else 201, json={})
-
-    async def upload(request: httpx.Request) -> httpx.Response:
-        received["type"] = request.headers["content-type"]
-        received["chunked"] = "content-length" not in request.headers
-        received["body"] = b"".join([c async for c in request.stream])  # type: ignore[union-attr]
-        return httpx.Response(201, json={"type": "FILE"})
-
-    content = SANDBOXES + "/sb1/content/"
-    buddy.on("POST", content + r"buddy/work/.*", mkdir)
-    buddy.on("POST", content + r"upload/.*", upload)  # type: ignore[arg-type]
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1"))
-    written = await sandbox.upload("/buddy/work/uploads/new dir/a.csv", _chunks(b"x,y\n", b"1,2\n"))
-    await sandbox.upload("/buddy/work/uploads/new dir/b.csv", _chunks(b"z"))
-    await provider.close()
-    assert written == 8
-    assert folders == [content + "buddy/work/uploads", content + "buddy/work/uploads/new dir"]
-    assert received["type"].startswith("multipart/form-data; boundary=")
-    assert received["chunked"] and b'filename="b.csv"' in received["body"]
-    with pytest.raises(SandboxPathError, match="outside /buddy/work"):
-        await sandbox.upload("/buddy/data/x", _chunks(b""))
-
-
-async def test_missing_path_and_vanished_sandbox_are_told_apart() -> None:
-    buddy = Scripted()
-    _ready(buddy)
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1"))
-    with pytest.raises(SandboxPathError, match="/buddy/work/nope does not exist"):
-        await sandbox.list_dir("/buddy/work/nope")  # content 404, sandbox still there
-    buddy.on("GET", SANDBOXES + "/sb1", lambda r: httpx.Response(404, json={}))
-    with pytest.raises(SandboxGone):
-        await sandbox.list_dir("/buddy/work")
-    with pytest.raises(SandboxGone):  # remembered: no request needed
-        await sandbox.run_code("python", "1", 5)
-    await sandbox.destroy()  # 404 on delete: already gone
-    with pytest.raises(SandboxUnavailable, match="destroyed"):
-        sandbox.download("/buddy/work/report.md")
-    await provider.close()
-
-
-async def test_download_streams_and_refuses_folders() -> None:
-    buddy = Scripted()
-    _ready(buddy)
-    payload = bytes(range(256)) * 1000
-    buddy.on(
-        "GET",
-        SANDBOXES + "/sb1/download/buddy/work/a.bin",
-        lambda r: httpx.Response(200, content=payload),
-    )
-    buddy.on(
-        "GET",
-        SANDBOXES + "/sb1/download/buddy/work/out",
-        lambda r: httpx.Response(
-            200,
-            content=b"\x1f\x8b",
-            headers={"content-disposition": 'attachment; filename="out.tar.gz"'},
-        ),
-    )
-    provider = _provider(buddy)
-    sandbox = await provider.create(SandboxSpec("s1"))
-    assert b"".join([c async for c in sandbox.download("/buddy/work/a.bin")]) == payload
-    with pytest.raises(SandboxPathError, match="not a regular file"):
-        async for _ in sandbox.download("/buddy/work/out"):
-            pass
-    await provider.close()

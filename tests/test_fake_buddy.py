@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import time
@@ -567,3 +568,37 @@ async def test_fail_next_drop_closes_the_connection(
         await api.get(CREATE)
     assert (await api.get(CREATE)).status_code == 200
     assert len(buddy.requests) == 2
+
+
+async def test_fail_next_delay_holds_the_answer_back(
+    buddy: FakeBuddy, api: httpx.AsyncClient
+) -> None:
+    buddy.fail_next(2, path="/sandboxes$", delay_s=0.4)
+    with pytest.raises(httpx.ReadTimeout):
+        await api.get(CREATE, timeout=0.1)  # an impatient client gives up
+    started = time.monotonic()
+    assert (await api.get(CREATE)).status_code == 503  # a patient one gets the fault
+    assert time.monotonic() - started >= 0.4
+    assert (await api.get(CREATE)).status_code == 200
+
+
+async def test_fail_next_after_handles_the_request_then_loses_the_answer(
+    buddy: FakeBuddy, api: httpx.AsyncClient
+) -> None:
+    buddy.fail_next(1, method="POST", after=True, drop=True)
+    with pytest.raises(httpx.TransportError):
+        await create(api, identifier="lost-1")
+    buddy.fail_next(1, method="POST", after=True, status=502)
+    assert (await create(api, identifier="lost-2")).status_code == 502
+    made = [sb.identifier for sb in buddy.sandboxes.values()]
+    assert made == ["lost-1", "lost-2"]  # both took effect
+    assert [r.json["identifier"] for r in buddy.requests] == made
+
+
+async def test_port_can_be_chosen(sandbox_root: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with FakeBuddy(sandbox_root, port=port) as fake, client_for(fake) as api:
+        assert fake.base_url == f"http://127.0.0.1:{port}"
+        assert (await api.get(CREATE)).status_code == 200

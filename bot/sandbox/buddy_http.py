@@ -42,13 +42,7 @@ REGION_URLS = {
     "AP": "https://api.asia.buddy.works",  # the Asia region's code in older SDKs
 }
 
-DEFAULT_TIMEOUT = httpx.Timeout(30.0)
-# Followed logs, downloads and uploads last as long as the data does; only connecting and
-# waiting for a pooled connection are bounded.
-STREAM_TIMEOUT = httpx.Timeout(None, connect=30.0, pool=30.0)
-COMMAND_TIMEOUT = httpx.Timeout(120.0, connect=30.0)  # Buddy holds the POST while booting
-CREATE_TIMEOUT = httpx.Timeout(60.0, connect=30.0)
-
+REQUEST_TIMEOUT_S = 30.0  # the wait for an ordinary answer; the others derive from it
 READ_ATTEMPTS = 4  # sleeping base, 2 x base, 4 x base between them
 RATE_LIMIT_WAITS = 3
 RATE_LIMIT_MAX_WAIT_S = 60.0
@@ -63,6 +57,9 @@ SCOPE_HINT = (
     "give BUDDY_TOKEN the scopes WORKSPACE, SANDBOX_READ and SANDBOX_WRITE "
     "(SANDBOX_INFO and SANDBOX_MANAGE in older Buddy versions) and access to the project"
 )
+
+# How long a request may take, by kind (see `request_timeouts`).
+TimeoutKind = Literal["default", "create", "command", "stream"]
 
 # What a request is about decides what a 404 means.
 #   project: a workspace/project-level call (404: unknown workspace or project)
@@ -104,6 +101,19 @@ def api_url_for(api_url: str | None, region: str) -> str:
             f"Configuration error: BUDDY_REGION {region!r} is not one of US, EU, AS. "
             "Set BUDDY_REGION, or BUDDY_API_URL for a self-hosted Buddy."
         ) from None
+
+
+def request_timeouts(base_s: float = REQUEST_TIMEOUT_S) -> dict[TimeoutKind, httpx.Timeout]:
+    """httpx timeouts by kind of request, from the wait for an ordinary answer."""
+    return {
+        "default": httpx.Timeout(base_s),
+        "create": httpx.Timeout(2 * base_s, connect=base_s),
+        # Buddy holds a command's POST while the sandbox boots
+        "command": httpx.Timeout(4 * base_s, connect=base_s),
+        # followed logs, downloads and uploads last as long as the data does; only
+        # connecting and waiting for a pooled connection are bounded
+        "stream": httpx.Timeout(None, connect=base_s, pool=base_s),
+    }
 
 
 def encode_path(path: str) -> str:
@@ -386,13 +396,14 @@ class BuddyHttp:
         workspace: str,
         project: str | None,
         retry_base_delay_s: float = 1.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.workspace = workspace
         self.project = project
         self._token = token
         self._base_delay = retry_base_delay_s
+        self._timeouts = request_timeouts(timeout_s)
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={
@@ -400,8 +411,7 @@ class BuddyHttp:
                 "Accept": "application/json",
                 "User-Agent": "slack-code-interpreter",
             },
-            timeout=DEFAULT_TIMEOUT,
-            transport=transport,
+            timeout=self._timeouts["default"],
         )
 
     # -- URLs --
@@ -429,15 +439,15 @@ class BuddyHttp:
         json: Any = None,
         content: AsyncIterator[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
-        timeouts: httpx.Timeout = DEFAULT_TIMEOUT,
+        timing: TimeoutKind = "default",
         idempotent: bool = False,
         replayable: bool = True,
         accept: Collection[int] = (),
     ) -> httpx.Response:
         """Send a request and read its answer; errors come back as project errors."""
         call = _Call(
-            method, url, scope, what, subject, params, json, content, headers, timeouts,
-            idempotent, replayable, accept,
+            method, url, scope, what, subject, params, json, content, headers,
+            self._timeouts[timing], idempotent, replayable, accept,
         )  # fmt: skip
         return await self._send(call, stream=False)
 
@@ -451,12 +461,12 @@ class BuddyHttp:
         subject: str = "",
         params: Mapping[str, str] | None = None,
         accept_type: str = "application/octet-stream",
-        timeouts: httpx.Timeout = STREAM_TIMEOUT,
+        timing: TimeoutKind = "stream",
     ) -> AsyncIterator[httpx.Response]:
         """A streamed GET (opening is retried: no byte has reached the caller yet)."""
         call = _Call(
             "GET", url, scope, what, subject, params, None, None, {"Accept": accept_type},
-            timeouts, True, True, (),
+            self._timeouts[timing], True, True, (),
         )  # fmt: skip
         response = await self._send(call, stream=True)
         try:
@@ -617,5 +627,6 @@ __all__ = [
     "encode_path",
     "error_text",
     "multipart_body",
+    "request_timeouts",
     "retry_delay",
 ]

@@ -125,6 +125,8 @@ class _Fault:
     retry_after: float | None
     message: str | None
     drop: bool
+    delay_s: float
+    after: bool
 
     def matches(self, request: RecordedRequest) -> bool:
         if self.method is not None and self.method.upper() != request.method:
@@ -256,8 +258,10 @@ class FakeBuddy:
         repos: Mapping[str, Path] | None = None,
         exec_timeout_s: float = 60.0,
         limits: Limits | None = None,
+        port: int = 0,
     ) -> None:
         self.sandbox_root = Path(sandbox_root)
+        self.port = port  # 0: any free port
         self.workspace = workspace
         self.project = project
         self.token = token
@@ -287,7 +291,7 @@ class FakeBuddy:
         self._add_routes(app.router)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
         host, port = self._runner.addresses[0][:2]
         self.base_url = f"http://{host}:{port}"
         return self
@@ -319,13 +323,19 @@ class FakeBuddy:
         retry_after: float | None = None,
         message: str | None = None,
         drop: bool = False,
+        delay_s: float = 0.0,
+        after: bool = False,
     ) -> None:
         """Answer the next `n` matching requests with `status` (or drop their connection).
 
         `path` is a regex searched in the decoded request path. Faults are checked before
-        authentication, like a gateway in front of the API.
+        authentication, like a gateway in front of the API. `delay_s` holds the faulty
+        answer back that long (a client with a shorter read timeout gives up). With `after`
+        the request is handled first and only its answer is lost: it took effect, and the
+        client cannot tell (for answers that are not streamed).
         """
-        self._faults.append(_Fault(n, method, path, status, retry_after, message, drop))
+        fault = _Fault(n, method, path, status, retry_after, message, drop, delay_s, after)
+        self._faults.append(fault)
 
     def vanish(self, sandbox_id: str) -> None:
         """Delete a sandbox behind the client's back; its processes are killed shortly."""
@@ -375,8 +385,20 @@ class FakeBuddy:
             {k.lower(): v for k, v in request.headers.items()},
         )
         self.requests.append(record)
-        if (fault := self._take_fault(record)) is not None:
-            return _fault_response(request, fault)
+        fault = self._take_fault(record)
+        if fault is None or fault.after:
+            response = await self._handle(request, handler, record)
+            if fault is None:
+                return response
+        return await _fault_response(request, fault)
+
+    async def _handle(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Any],
+        record: RecordedRequest,
+    ) -> web.StreamResponse:
+        """The real answer, with the API's errors as Buddy words them."""
         try:
             record.json = await _peek_json(request)
             self._check_access(request)
@@ -1008,10 +1030,12 @@ def _error(status: int, message: str, headers: Mapping[str, str] | None = None) 
     return web.json_response({"errors": [{"message": message}]}, status=status, headers=headers)
 
 
-def _fault_response(request: web.Request, fault: _Fault) -> web.StreamResponse:
+async def _fault_response(request: web.Request, fault: _Fault) -> web.StreamResponse:
+    if fault.delay_s:
+        await asyncio.sleep(fault.delay_s)
     if fault.drop:
-        assert request.transport is not None
-        request.transport.close()
+        if request.transport is not None:  # None: the client has already left
+            request.transport.close()
         return web.StreamResponse()
     headers = {}
     if fault.retry_after is not None:
