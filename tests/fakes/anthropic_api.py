@@ -38,6 +38,8 @@ from typing import Any
 import anthropic
 from aiohttp import web
 
+from tests.fakes.loopback import serve
+
 __all__ = [
     "DropConnection",
     "FakeAnthropic",
@@ -682,12 +684,7 @@ class FakeAnthropic:
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/v1/models/{model_id}", self._get_model)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.base_url = f"http://{host}:{port}"
+        self._runner, self.base_url = await serve(app)
         return self
 
     async def __aexit__(

@@ -49,6 +49,7 @@ from bot.sandbox.base import (
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
 from bot.sandbox.output import last_line
+from tests.fakes.loopback import serve
 
 __all__ = ["FakeBuddy", "FakeCommand", "FakeSandbox", "RecordedRequest"]
 
@@ -289,11 +290,7 @@ class FakeBuddy:
         )
         app = web.Application(middlewares=[self._middleware])
         self._add_routes(app.router)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        host, port = self._runner.addresses[0][:2]
-        self.base_url = f"http://{host}:{port}"
+        self._runner, self.base_url = await serve(app, self.port)
         return self
 
     async def __aexit__(
