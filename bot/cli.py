@@ -82,7 +82,7 @@ async def ask(args: argparse.Namespace) -> int:
 
 async def _converse(session: Session, args: argparse.Namespace) -> int:
     for path in args.csv:
-        taken = await session.add_file(path.name, read_chunks(path))
+        taken = await session.add_file(path.name, lambda path=path: read_chunks(path))
         print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
     question, code = args.question, 0
     while question:

@@ -44,7 +44,14 @@ class Runtime:
 
     def new_session(self, key: str, repo_url: str | None = None) -> Session:
         tags = (self.settings.sandbox_tag, session_tag(key))
-        session = Session(key, self.provider, self._make_agent, repo_url=repo_url, tags=tags)
+        session = Session(
+            key,
+            self.provider,
+            self._make_agent,
+            repo_url=repo_url,
+            tags=tags,
+            spool_dir=self.settings.spool_dir,
+        )
         self._sessions.add(session)
         return session
 

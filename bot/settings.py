@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["buddy", "local"] | None = None
     sandbox_root: Path = Path("/tmp/slack-code-interpreter/sandboxes")
     sandbox_tag: str = "slack-code-interpreter"
+    spool_dir: Path = Path("/tmp/slack-code-interpreter/spool")  # files on their way in
 
     buddy_token: SecretStr | None = None
     buddy_workspace: str | None = None

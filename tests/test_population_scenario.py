@@ -59,7 +59,7 @@ async def test_population_growth_end_to_end(
         session = runtime.new_session("test-population")
         session.start()
         try:
-            await session.add_file(POPULATION_CSV.name, file_chunks(POPULATION_CSV))
+            await session.add_file(POPULATION_CSV.name, lambda: file_chunks(POPULATION_CSV))
             result = await session.ask(QUESTION, recorder)
             saved = await session.save_outputs(tmp_path)
         finally:

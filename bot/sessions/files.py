@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 HEADER_MAX_BYTES = 4096
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -42,3 +46,39 @@ class Tap:
         if b"\x00" in first:
             return ""
         return first.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+FileOpener = Callable[[], AsyncIterator[bytes]]
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A file held on the bot's local disk until its sandbox can take it."""
+
+    path: Path
+    size: int
+    header: str
+
+
+async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
+    """Stream `chunks` to a temporary file (never the whole file in memory)."""
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    fd, name = await asyncio.to_thread(tempfile.mkstemp, dir=directory, suffix=".part")
+    path, tap = Path(name), Tap()
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            async for chunk in tap.through(chunks):
+                await asyncio.to_thread(handle.write, chunk)
+    except BaseException:
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        raise
+    return Spooled(path, tap.size, tap.header)
+
+
+async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+    handle = await asyncio.to_thread(spooled.path.open, "rb")
+    try:
+        while chunk := await asyncio.to_thread(handle.read, chunk_size):
+            yield chunk
+    finally:
+        await asyncio.to_thread(handle.close)

@@ -1,10 +1,16 @@
-"""A session: one conversation with its own sandbox, files and model history."""
+"""A session: one conversation with its own sandbox, files and model history.
+
+The sandbox can be destroyed when the conversation goes quiet and made again later: the
+history and the list of files survive, and the files are fetched again from their source.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.agent.events import Reporter, RunFailed, RunFinished
@@ -16,13 +22,24 @@ from bot.sandbox.base import (
     OUT_DIR,
     REPORT_PATH,
     UPLOADS_DIR,
+    WORK_DIR,
     Sandbox,
     SandboxProvider,
     SandboxSpec,
 )
-from bot.sessions.files import Tap, safe_name
+from bot.sessions.files import FileOpener, Spooled, read_spool, safe_name, spool
 
 AgentFactory = Callable[[SandboxGetter], Agent]
+DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
+
+
+@dataclass(frozen=True)
+class Intake:
+    """A file the session took in, and how to fetch it again for a fresh sandbox."""
+
+    name: str
+    file: DataFile
+    opener: FileOpener
 
 
 class Session:
@@ -36,25 +53,54 @@ class Session:
         *,
         repo_url: str | None = None,
         tags: tuple[str, ...] = (),
+        spool_dir: Path = DEFAULT_SPOOL_DIR,
     ) -> None:
         self.key = key
         self.repo_url = repo_url
-        self.files: list[DataFile] = []
+        self.intakes: list[Intake] = []
         self._spec = SandboxSpec(session_key=key, repo_url=repo_url, tags=tags)
         self._provider = provider
+        self._spool_dir = spool_dir
         self._sandbox_task: asyncio.Task[Sandbox] | None = None
+        self._uploads: list[asyncio.Task[None]] = []
+        self._sandboxes_made = 0
+        self._notes: list[str] = []
         self._turn_lock = asyncio.Lock()
         self.agent = make_agent(self.sandbox)
 
+    @property
+    def files(self) -> list[DataFile]:
+        return [intake.file for intake in self.intakes]
+
+    @property
+    def running(self) -> bool:
+        return self._turn_lock.locked()
+
     def start(self) -> None:
-        """Begin creating the sandbox now; callers await `sandbox()` when they need it."""
-        if self._sandbox_task is None:
-            self._sandbox_task = asyncio.create_task(self._provider.create(self._spec))
+        """Begin creating the sandbox now; callers await `sandbox()` when they need it.
+
+        After a teardown this makes a fresh sandbox and queues the files to be taken in again.
+        """
+        if self._sandbox_task is not None:
+            return
+        self._sandbox_task = asyncio.create_task(self._provider.create(self._spec))
+        self._sandboxes_made += 1
+        if self._sandboxes_made > 1:
+            self._uploads += [self._upload_later(i.file.path, i.opener()) for i in self.intakes]
+            self._notes.append(self._fresh_sandbox_note())
 
     async def sandbox(self) -> Sandbox:
+        """The sandbox, once it exists and every file queued for it has arrived."""
         self.start()
         assert self._sandbox_task is not None
-        return await asyncio.shield(self._sandbox_task)
+        sandbox = await asyncio.shield(self._sandbox_task)
+        while self._uploads:
+            pending = list(self._uploads)
+            try:
+                await asyncio.shield(asyncio.gather(*pending))
+            finally:
+                self._uploads = [task for task in self._uploads if not task.done()]
+        return sandbox
 
     @property
     def sandbox_id(self) -> str | None:
@@ -72,45 +118,87 @@ class Session:
         await asyncio.wait([task])
         return None if task.cancelled() or task.exception() else task.result()
 
-    async def add_file(self, name: str, chunks: AsyncIterator[bytes]) -> DataFile:
-        """Stream a file into the uploads folder under a safe, unique name."""
-        taken = {f.path.rsplit("/", 1)[-1] for f in self.files}
+    async def add_file(self, name: str, opener: FileOpener) -> DataFile:
+        """Take a file in under a safe, unique name in the uploads folder.
+
+        It is first spooled to local disk, so the model can be told about it (size, first
+        line) while the sandbox is still booting; it reaches the sandbox as soon as it can.
+        """
+        taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
         path = f"{UPLOADS_DIR}/{safe_name(name, taken)}"
-        tap = Tap()
-        sandbox = await self.sandbox()
-        await sandbox.upload(path, tap.through(chunks))
-        data_file = DataFile(path=path, size=tap.size, header=tap.header)
-        self.files.append(data_file)
+        self.start()
+        spooled = await spool(opener(), self._spool_dir)
+        data_file = DataFile(path=path, size=spooled.size, header=spooled.header)
+        self.intakes.append(Intake(name, data_file, opener))
+        self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
         return data_file
 
     async def ask(self, question: str, reporter: Reporter) -> RunFinished | RunFailed:
         async with self._turn_lock:
-            context = session_context(self.files, self.repo_url, [])
+            self.start()
+            notes, self._notes = self._notes, []
+            context = session_context(self.files, self.repo_url, notes)
             return await self.agent.run(question, context, reporter)
 
     async def save_outputs(self, dest: Path) -> list[Path]:
         """Copy report.md and the files in out/ to a local folder; returns what was saved."""
+        saved = []
+        async for name, chunks in self.outputs():
+            target = dest / name
+            await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
+            with contextlib.suppress(SandboxPathError):
+                await _save(chunks, target)
+                saved.append(target)
+        return saved
+
+    async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
+        """report.md (if written), then each file in out/: (safe name, byte stream)."""
         sandbox = await self.sandbox()
-        await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
-        sources = [REPORT_PATH]
+        work = await sandbox.list_dir(WORK_DIR)
+        sources = [REPORT_PATH] if any(e.name == "report.md" for e in work) else []
         with contextlib.suppress(SandboxPathError):
             entries = await sandbox.list_dir(OUT_DIR)
             sources += [f"{OUT_DIR}/{e.name}" for e in entries if e.kind == "file"]
-        saved = []
         for source in sources:
-            target = dest / safe_name(source.rsplit("/", 1)[-1], set())
-            with contextlib.suppress(SandboxPathError):
-                await _save(sandbox.download(source), target)
-                saved.append(target)
-        return saved
+            yield safe_name(source.rsplit("/", 1)[-1], set()), sandbox.download(source)
+
+    async def suspend(self) -> None:
+        """Destroy the sandbox but keep the conversation; the next `start` makes a new one."""
+        await self.close()
 
     async def close(self, *, destroy: bool = True) -> None:
         """Destroy the sandbox (or keep it). A creation still under way is waited for, not
         cancelled, so a sandbox that was about to exist is not leaked."""
+        uploads, self._uploads = self._uploads, []
+        for task in uploads:
+            task.cancel()
+        await asyncio.gather(*uploads, return_exceptions=True)
         sandbox = await self.sandbox_if_ready()
         self._sandbox_task = None
         if sandbox and destroy:
             await sandbox.destroy()
+
+    def _upload_later(
+        self, path: str, chunks: AsyncIterator[bytes], spooled: Spooled | None = None
+    ) -> asyncio.Task[None]:
+        async def upload() -> None:
+            try:
+                assert self._sandbox_task is not None
+                sandbox = await asyncio.shield(self._sandbox_task)
+                await sandbox.upload(path, chunks)
+            finally:
+                if spooled is not None:
+                    await asyncio.to_thread(spooled.path.unlink, missing_ok=True)
+
+        return asyncio.create_task(upload())
+
+    def _fresh_sandbox_note(self) -> str:
+        names = ", ".join(f.path for f in self.files) or "none"
+        return (
+            "Note: the sandbox was shut down while the conversation was quiet and this is a "
+            "fresh one. Anything you made earlier (variables, files in /buddy/work, "
+            f"report.md, out/) is gone. The files given to you were taken in again: {names}."
+        )
 
 
 async def _save(chunks: AsyncIterator[bytes], target: Path) -> None:
