@@ -1,10 +1,13 @@
-"""Command line: `python -m bot ask …` runs one session in the terminal."""
+"""Command line: `python -m bot` runs the Slack app; `python -m bot ask …` runs one session
+in the terminal."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import secrets
+import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -15,6 +18,7 @@ from bot.runtime import Runtime
 from bot.sessions.repo import check_repo_url
 from bot.sessions.session import Session
 from bot.settings import load_settings
+from bot.slack.app import serve
 from bot.terminal import TerminalReporter
 
 CHUNK = 1 << 20
@@ -22,7 +26,8 @@ CHUNK = 1 << 20
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
-    commands = root.add_subparsers(dest="command", required=True)
+    commands = root.add_subparsers(dest="command")
+    commands.add_parser("slack", help="run the Slack app (the default)")
     ask = commands.add_parser("ask", help="analyse data from the terminal")
     ask.add_argument("question", help="what to find out")
     ask.add_argument(
@@ -53,14 +58,30 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if args.command == "ask" else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     try:
-        return asyncio.run(ask(args))
+        return asyncio.run(ask(args) if args.command == "ask" else slack())
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)
         return 130
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+async def slack() -> int:
+    """Run the Slack app until SIGTERM or Ctrl-C."""
+    settings = load_settings()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await serve(settings, stop)
+    return 0
 
 
 async def ask(args: argparse.Namespace) -> int:

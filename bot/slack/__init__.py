@@ -1,0 +1,1 @@
+"""The Slack app: Bolt in Socket Mode, one session per thread."""

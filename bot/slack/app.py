@@ -1,0 +1,105 @@
+"""The Slack app: Bolt `AsyncApp` in Socket Mode, wired to the session manager."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import ConfigError
+from bot.runtime import Runtime
+from bot.settings import Settings
+from bot.slack.files import SlackFiles
+from bot.slack.handlers import SlackBot
+from bot.slack.poster import SlackPoster
+from bot.slack.render import STOP_ACTION
+
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT_S = 30
+
+
+def slack_tokens(settings: Settings) -> tuple[str, str]:
+    """The bot and app tokens, checked for their shapes (xoxb-, xapp-)."""
+    bot = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
+    app = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
+    expected = (("SLACK_BOT_TOKEN", bot, "xoxb-"), ("SLACK_APP_TOKEN", app, "xapp-"))
+    for name, value, prefix in expected:
+        if not value.startswith(prefix):
+            problem = "is not set" if not value else f"should start with {prefix}"
+            raise ConfigError(
+                f"Configuration error: {name} {problem}. Set it in the environment or in .env "
+                "(see the README: Slack app set-up)."
+            )
+    return bot, app
+
+
+def build_client(token: str, api_url: str) -> AsyncWebClient:
+    """One Web API client; 429s are waited out (Retry-After), dropped connections retried."""
+    return AsyncWebClient(
+        token=token,
+        base_url=api_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=4),
+        ],
+    )
+
+
+def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
+    app = AsyncApp(client=client)
+
+    @app.event("app_mention")
+    async def mention(event: dict[str, Any], body: dict[str, Any]) -> None:
+        await bot.on_mention(event, body)
+
+    @app.event("message")  # every subtype, so edits and deletions are acknowledged too
+    async def message(event: dict[str, Any], body: dict[str, Any], context: Any) -> None:
+        await bot.on_message(event, body, context.bot_user_id)
+
+    @app.command("/analyze")
+    async def analyze(ack: Any, command: dict[str, Any]) -> None:
+        error = await bot.on_analyze(command)
+        await (ack(text=error, response_type="ephemeral") if error else ack())
+
+    @app.action(STOP_ACTION)
+    async def stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        await bot.on_stop(action.get("value", ""), body.get("user", {}).get("id", ""))
+
+    return app
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Run the app until `stop` is set, then shut down cleanly."""
+    bot_token, app_token = slack_tokens(settings)
+    runtime = Runtime.from_settings(settings)
+    client = build_client(bot_token, settings.slack_api_url)
+    http = aiohttp.ClientSession()
+    poster = SlackPoster(client)
+    files = SlackFiles(bot_token, settings.slack_api_url, http)
+    bot = SlackBot(runtime, poster, files, idle_timeout_s=settings.session_idle_timeout)
+    sweeper = runtime.orphan_sweeper()
+    handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
+    try:
+        if settings.orphan_cleanup:
+            sweeper.start()
+        bot.manager.start_reaper()
+        await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
+        log.info("Connected to Slack (Socket Mode); sandboxes: %s", settings.backend)
+        await stop.wait()
+        log.info("Shutting down")
+    finally:
+        await handler.close_async()
+        await sweeper.stop()
+        await bot.shutdown()
+        await http.close()
+        await runtime.close()

@@ -1,0 +1,77 @@
+"""Files from Slack: which ones are data, and streaming them with the bot token.
+
+The token only ever goes to Slack's own hosts (and the configured API host): redirects are
+followed by hand. Slack answers a download without the right scope with an HTML sign-in
+page (status 200), which is caught here rather than passed on as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+
+from bot.errors import BotError
+
+DATA_KINDS = {"csv": "CSV", "tsv": "TSV", "json": "JSON", "txt": "text"}
+MAX_REDIRECTS = 3
+CHUNK = 1 << 16
+
+
+class FileUnreadable(BotError):
+    """A Slack file that could not be fetched; the message says why."""
+
+
+def data_kind(file: dict[str, Any]) -> str | None:
+    """'CSV', 'TSV', 'JSON' or 'text' for a data file, None for anything else."""
+    name = str(file.get("name") or "")
+    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    filetype = str(file.get("filetype") or "").lower()
+    return DATA_KINDS.get(extension) or DATA_KINDS.get(filetype)
+
+
+class SlackFiles:
+    def __init__(self, token: str, api_url: str, session: aiohttp.ClientSession) -> None:
+        self._token = token
+        self._api_host = urlsplit(api_url).hostname or ""
+        self._session = session
+
+    def trusted(self, url: str) -> bool:
+        """May the bot token be sent to this URL?"""
+        host = urlsplit(url).hostname or ""
+        return host == self._api_host or any(
+            host == domain or host.endswith("." + domain)
+            for domain in ("slack.com", "slack-edge.com")
+        )
+
+    async def stream(self, file: dict[str, Any]) -> AsyncIterator[bytes]:
+        """The file's bytes, chunk by chunk."""
+        name = file.get("name") or file.get("id") or "the file"
+        url = file.get("url_private_download") or file.get("url_private")
+        if not url:
+            raise FileUnreadable(f"Slack gave no download link for {name}.")
+        for _ in range(MAX_REDIRECTS + 1):
+            if not self.trusted(url):
+                raise FileUnreadable(f"{name} points outside Slack; it was not downloaded.")
+            headers = {"Authorization": f"Bearer {self._token}"}
+            async with self._session.get(url, headers=headers, allow_redirects=False) as response:
+                if response.status in (301, 302, 303, 307, 308):
+                    url = urljoin(url, response.headers.get("Location", ""))
+                    continue
+                _check(response, name)
+                async for chunk in response.content.iter_chunked(CHUNK):
+                    yield chunk
+                return
+        raise FileUnreadable(f"Slack redirected the download of {name} too many times.")
+
+
+def _check(response: aiohttp.ClientResponse, name: str) -> None:
+    if response.status != 200:
+        raise FileUnreadable(f"Slack refused the download of {name} (HTTP {response.status}).")
+    if response.content_type == "text/html":
+        raise FileUnreadable(
+            f"Slack sent a sign-in page instead of {name}: the app needs the files:read "
+            "scope (add it and reinstall the app)."
+        )

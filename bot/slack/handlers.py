@@ -1,0 +1,261 @@
+"""What the bot does with each kind of Slack input. Each handler is short and returns
+quickly; the work itself runs per thread in the session manager."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from bot.agent.events import RunFinished
+from bot.errors import BotError
+from bot.runtime import Runtime
+from bot.sessions.manager import SessionManager
+from bot.sessions.repo import check_repo_url
+from bot.sessions.session import Session
+from bot.slack.files import SlackFiles, data_kind
+from bot.slack.poster import SlackPoster
+from bot.slack.progress import SlackProgress
+
+log = logging.getLogger(__name__)
+
+MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
+EXPLORE = (
+    "Explore the data files in the repository at /buddy/data: what they hold, their size "
+    "and quality, and the key findings. Write the report."
+)
+HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
+OUTPUT_MAX_BYTES = 50 << 20
+SHUTDOWN_NOTE = "The bot is shutting down, so this run was stopped. Ask again in a minute."
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    team: str
+    channel: str
+    ts: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.team}:{self.channel}:{self.ts}"
+
+
+class Seen:
+    """A bounded memory of event and message ids, so redeliveries are answered once."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+
+    def first_time(self, *ids: str) -> bool:
+        if any(i in self._ids for i in ids if i):
+            return False
+        for i in filter(None, ids):
+            self._ids[i] = None
+        while len(self._ids) > self._size:
+            self._ids.popitem(last=False)
+        return True
+
+
+def error_ref(exc: BaseException, what: str) -> str:
+    """Log the details under a short id that the user's message quotes."""
+    ref = secrets.token_hex(3)
+    log.error("%s [ref %s]", what, ref, exc_info=exc)
+    return ref
+
+
+class SlackBot:
+    def __init__(
+        self, runtime: Runtime, poster: SlackPoster, files: SlackFiles, *, idle_timeout_s: float
+    ) -> None:
+        self.manager = SessionManager(runtime, idle_timeout_s=idle_timeout_s, on_idle=self.on_idle)
+        self.poster = poster
+        self.files = files
+        self.seen = Seen()
+        self._runs: dict[str, str] = {}  # run id -> thread key, for the Stop button
+        self._stopped_by: dict[str, str] = {}
+        self._refs: dict[str, ThreadRef] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.shutting_down = False
+
+    # -- Slack inputs --
+
+    async def on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        if self.shutting_down or not self.seen.first_time(
+            body.get("event_id", ""), _message_id(event)
+        ):
+            return
+        ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or event["ts"])
+        await self.poster.react(ref.channel, event["ts"], "eyes")
+        await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
+
+    async def on_message(
+        self, event: dict[str, Any], body: dict[str, Any], bot_user_id: str | None
+    ) -> None:
+        if event.get("subtype") not in HANDLED_SUBTYPES or event.get("bot_id"):
+            return  # edits, deletions, bots (ourselves included)
+        text = event.get("text") or ""
+        if bot_user_id and f"<@{bot_user_id}>" in text:
+            return  # a mention: the app_mention event handles it
+        ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or "")
+        if not ref.ts or self.manager.get(ref.key) is None or self.shutting_down:
+            return  # not in a thread the bot works in
+        if self.seen.first_time(body.get("event_id", ""), _message_id(event)):
+            await self._take(ref, event, text.strip())
+
+    async def on_analyze(self, command: dict[str, Any]) -> str | None:
+        """Start an analysis of a repository; returns an ephemeral error, or None."""
+        url, _, question = (command.get("text") or "").strip().partition(" ")
+        if not url:
+            return "Usage: `/analyze <https repository URL> [question]`"
+        try:
+            url = check_repo_url(url)
+        except BotError as exc:
+            return f":warning: {exc}"
+        task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def on_stop(self, run_id: str, user: str) -> None:
+        key = self._runs.get(run_id)
+        if key is not None and self.manager.stop(key):
+            self._stopped_by[run_id] = user
+
+    async def on_idle(self, session: Session) -> None:
+        ref = self._refs[session.key]
+        await self.poster.post(
+            ref.channel,
+            ref.ts,
+            ":zzz: This thread was quiet, so its sandbox was shut down. Write here again to "
+            "pick up where we left off: the files will be loaded again.",
+        )
+
+    async def shutdown(self) -> None:
+        """Stop taking work, stop running threads (they say so), destroy every sandbox."""
+        self.shutting_down = True
+        for task in list(self._tasks):
+            task.cancel()
+        await self.manager.close()
+
+    # -- the work --
+
+    async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
+        self._refs[ref.key] = ref
+        session = self.manager.open(ref.key)
+        await self._take_files(ref, session, event.get("files") or [])
+        if question:
+            self.manager.submit(ref.key, question, lambda s, q: self._run(ref, s, q))
+        elif not event.get("files"):
+            await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
+
+    async def _take_files(self, ref: ThreadRef, session: Session, files: list[dict]) -> None:
+        for file in files:
+            name = file.get("name") or file.get("id", "file")
+            if data_kind(file) is None:
+                await self.poster.post(
+                    ref.channel, ref.ts,
+                    f":no_entry_sign: Skipped {name}: I take CSV, TSV, JSON and TXT files.",
+                )  # fmt: skip
+                continue
+            try:
+                taken = await session.add_file(name, lambda file=file: self.files.stream(file))
+            except BotError as exc:
+                await self.poster.post(ref.channel, ref.ts, f":warning: {exc}")
+                continue
+            except Exception as exc:
+                ref_id = error_ref(exc, f"taking in {name}")
+                await self.poster.post(
+                    ref.channel, ref.ts, f":warning: Could not read {name} (ref {ref_id})."
+                )
+                continue
+            await self.poster.post(
+                ref.channel, ref.ts,
+                f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`",
+            )  # fmt: skip
+
+    async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
+        user, channel = command.get("user_id", ""), command["channel_id"]
+        asked = f": {question}" if question else ""
+        ts = await self.poster.post(channel, None, f"<@{user}> asked me to analyze {url}{asked}")
+        ref = ThreadRef(command.get("team_id", ""), channel, ts)
+        self._refs[ref.key] = ref
+        self.manager.open(ref.key, repo_url=url)
+        self.manager.submit(ref.key, question or EXPLORE, lambda s, q: self._run(ref, s, q))
+
+    async def _run(self, ref: ThreadRef, session: Session, question: str) -> None:
+        run_id = secrets.token_hex(6)
+        self._runs[run_id] = ref.key
+        progress = SlackProgress(self.poster, ref.channel, ref.ts, run_id)
+        try:
+            await progress.begin()
+            result = await _ask_watching_sandbox(session, question, progress)
+            if isinstance(result, RunFinished):
+                await self._share_outputs(ref, session)
+        except asyncio.CancelledError:
+            if self.shutting_down:
+                await progress.failed(SHUTDOWN_NOTE)
+            else:
+                await progress.stopped(self._stopped_by.pop(run_id, None))
+            raise
+        except BotError as exc:
+            await progress.failed(f"{exc} (ref {error_ref(exc, 'run failed')})")
+        except Exception as exc:
+            ref_id = error_ref(exc, "run crashed")
+            await progress.failed(f"Something went wrong on my side (ref {ref_id}).")
+        finally:
+            self._runs.pop(run_id, None)
+            self.manager.touch(ref.key)
+
+    async def _share_outputs(self, ref: ThreadRef, session: Session) -> None:
+        uploads = []
+        async for name, chunks in session.outputs():
+            data = bytearray()
+            async for chunk in chunks:
+                data += chunk
+                if len(data) > OUTPUT_MAX_BYTES:
+                    break
+            if len(data) <= OUTPUT_MAX_BYTES:
+                uploads.append({"content": bytes(data), "filename": name, "title": name})
+        if not any(u["filename"] == "report.md" for u in uploads):
+            await self.poster.post(ref.channel, ref.ts, "_No report.md was written this time._")
+        if uploads:
+            await self.poster.client.files_upload_v2(
+                channel=ref.channel, thread_ts=ref.ts, file_uploads=uploads
+            )
+
+
+async def _ask_watching_sandbox(session: Session, question: str, progress: SlackProgress) -> Any:
+    """Run the question while the sandbox boots; if the sandbox fails, say that instead."""
+    ask = asyncio.create_task(session.ask(question, progress))
+    ready = asyncio.create_task(session.sandbox())
+    try:
+        await asyncio.wait([ask, ready], return_when=asyncio.FIRST_COMPLETED)
+        if ready.done() and not ready.cancelled() and ready.exception() and not ask.done():
+            ask.cancel()
+            await asyncio.wait([ask])
+            raise ready.exception()  # type: ignore[misc]
+        return await ask
+    finally:
+        for task in (ask, ready):
+            task.cancel()
+
+
+def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
+    return str(event.get("team") or body.get("team_id") or "")
+
+
+def _message_id(event: dict[str, Any]) -> str:
+    return f"{event.get('channel')}/{event.get('ts')}"
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")

@@ -1,0 +1,108 @@
+"""Slack message bodies for progress, answers and notes, inside Slack's size limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.agent.clip import clip
+from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+
+SECTION_MAX = 3000  # characters in a section block's text
+MARKDOWN_MAX = 11_000  # a markdown block may hold 12,000; keep room for the rest
+CODE_MAX = 2400
+EXCERPT_MAX = 600
+STOP_ACTION = "stop_run"
+
+
+def escape(text: str) -> str:
+    """mrkdwn needs &, < and > escaped (they start links and mentions)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code_block(text: str, limit: int) -> str:
+    body = escape(clip(text.rstrip() or " ", limit)).replace("```", "`\u200b``")
+    return f"```{body}```"
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, SECTION_MAX)}}
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, 1900)}]}
+
+
+def tool_started(step: int, event: ToolCallStarted) -> tuple[str, list[dict[str, Any]]]:
+    what = event.language or event.tool
+    head = f":hourglass_flowing_sand: *Step {step}* · `{what}`" + (
+        " (in the background)" if event.detached else ""
+    )
+    blocks = [section(head)]
+    if event.code.strip():
+        blocks.append(section(code_block(event.code, CODE_MAX)))
+    return f"Step {step}: {what}", blocks
+
+
+def tool_finished(
+    step: int, started: ToolCallStarted, event: ToolCallFinished
+) -> tuple[str, list[dict[str, Any]]]:
+    ok = event.status in ("ok", "running")
+    mark = ":white_check_mark:" if ok else ":x:"
+    what = started.language or started.tool
+    facts = [event.status]
+    if event.exit_code is not None:
+        facts.append(f"exit {event.exit_code}")
+    facts.append(f"{event.duration_s:.1f}s")
+    blocks = [section(f"{mark} *Step {step}* · `{what}` · {' · '.join(facts)}")]
+    if started.code.strip():
+        blocks.append(section(code_block(started.code, CODE_MAX)))
+    if event.excerpt.strip():
+        blocks.append(section(code_block(event.excerpt, EXCERPT_MAX)))
+    return f"Step {step}: {what} {event.status}", blocks
+
+
+def status(text: str, *, run_id: str | None) -> list[dict[str, Any]]:
+    """The run's status line, with a Stop button while the run can be stopped."""
+    blocks: list[dict[str, Any]] = [section(text)]
+    if run_id:
+        button = {
+            "type": "button",
+            "action_id": STOP_ACTION,
+            "value": run_id,
+            "style": "danger",
+            "text": {"type": "plain_text", "text": "Stop"},
+        }
+        blocks.append({"type": "actions", "elements": [button]})
+    return blocks
+
+
+def answer_parts(answer: str) -> list[str]:
+    """Split a long answer at paragraph boundaries into pieces a markdown block can hold."""
+    parts, current = [], ""
+    for paragraph in answer.split("\n\n"):
+        for start in range(0, max(len(paragraph), 1), MARKDOWN_MAX):
+            piece = paragraph[start : start + MARKDOWN_MAX]
+            if current and len(current) + 2 + len(piece) > MARKDOWN_MAX:
+                parts.append(current)
+                current = piece
+            else:
+                current = f"{current}\n\n{piece}" if current else piece
+    return [*parts, current]
+
+
+def footer(result: RunFinished, duration_s: float) -> str:
+    cost = f"${result.cost_usd:.4f}" if result.cost_usd is not None else "cost unknown"
+    turns = f"{result.turns} turn{'s' if result.turns != 1 else ''}"
+    return f"{turns} · {cost} · {duration_s:.0f}s"
+
+
+def answer_messages(result: RunFinished, duration_s: float) -> list[tuple[str, list[dict]]]:
+    """The answer as one or more messages of markdown blocks; the footer on the last."""
+    parts = answer_parts(result.answer)
+    messages = []
+    for i, part in enumerate(parts):
+        blocks: list[dict[str, Any]] = [{"type": "markdown", "text": part or " "}]
+        if i == len(parts) - 1:
+            blocks.append(context(footer(result, duration_s)))
+        messages.append((clip(part, 3000) or "Answer", blocks))
+    return messages
