@@ -51,7 +51,9 @@ class Settings(BaseSettings):
     orphan_sweep_interval_s: float = Field(default=600, gt=0)
     orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
 
-    session_idle_timeout: int = Field(default=900, ge=10)
+    session_idle_timeout: float = Field(default=900, gt=0)
+    slack_posts_per_s: float = Field(default=1.0, gt=0)  # per channel, bursts of 5
+    slack_edits_per_s: float = Field(default=0.8, gt=0)  # chat.update is Tier 3: 50 a minute
     max_turns: int = Field(default=15, ge=1, le=200)
     tool_timeout_s: int = Field(default=120, ge=1, le=3600)
     tool_output_chars: int = Field(default=8_000, ge=500, le=200_000)

@@ -84,7 +84,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     runtime = Runtime.from_settings(settings)
     client = build_client(bot_token, settings.slack_api_url)
     http = aiohttp.ClientSession()
-    poster = SlackPoster(client)
+    poster = SlackPoster(
+        client, posts_per_s=settings.slack_posts_per_s, edits_per_s=settings.slack_edits_per_s
+    )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
     bot = SlackBot(runtime, poster, files, idle_timeout_s=settings.session_idle_timeout)
     sweeper = runtime.orphan_sweeper()
