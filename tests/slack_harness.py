@@ -1,0 +1,95 @@
+"""The real Slack app (`bot.slack.app.serve`) against fake Slack, model and Buddy servers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.settings import Settings
+from bot.slack.app import serve
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.slack_api import FakeSlack
+from tests.support import buddy_settings, settings_for
+
+CHANNEL = "C0CHAN001"
+
+
+@dataclass
+class Harness:
+    slack: FakeSlack
+    model: FakeAnthropic
+    buddy: FakeBuddy | None
+    settings: Settings
+    root: Path
+
+    def bot_messages(self, thread_ts: str) -> list[dict[str, Any]]:
+        return [m for m in self.slack.thread(CHANNEL, thread_ts) if m.get("bot_id")]
+
+    def texts(self, thread_ts: str) -> str:
+        return "\n".join(_all_text(m) for m in self.bot_messages(thread_ts))
+
+    def sandboxes_alive(self) -> int:
+        if self.buddy is not None:
+            return len(self.buddy.sandboxes)
+        return sum(1 for p in self.root.iterdir() if p.name.startswith("lcl-"))
+
+    def sandboxes_made(self) -> int:
+        if self.buddy is not None:
+            return len(self.buddy.requests_to("POST", r"/sandboxes$"))
+        raise NotImplementedError
+
+    async def wait_for_text(self, thread_ts: str, needle: str, timeout: float = 20) -> None:
+        await self.slack.wait_for(lambda: needle in self.texts(thread_ts), timeout)
+
+
+def _all_text(message: dict[str, Any]) -> str:
+    parts = [message.get("text") or ""]
+    for block in message.get("blocks") or []:
+        text = block.get("text")
+        parts.append(text.get("text", "") if isinstance(text, dict) else str(text or ""))
+        parts += [e.get("text", "") for e in block.get("elements") or [] if isinstance(e, dict)]
+    return "\n".join(parts)
+
+
+@contextlib.asynccontextmanager
+async def running_bot(
+    backend: str, model_fn: Callable, root: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+) -> AsyncIterator[Harness]:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    async with contextlib.AsyncExitStack() as stack:
+        slack = await stack.enter_async_context(FakeSlack())
+        model = await stack.enter_async_context(FakeAnthropic(model_fn))
+        buddy = None
+        extra: dict[str, Any] = {}
+        if backend == "buddy":
+            buddy = await stack.enter_async_context(FakeBuddy(root, boot_delay_s=0.05))
+            extra = buddy_settings(buddy)
+        settings = settings_for(
+            model.base_url,
+            root,
+            slack_bot_token="xoxb-test-token",
+            slack_app_token="xapp-1-A0FAKE001-1-test",
+            slack_api_url=slack.api_url,
+            slack_posts_per_s=200,
+            slack_edits_per_s=200,
+            orphan_cleanup=False,
+            **{**extra, **overrides},
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(settings, stop))
+        try:
+            await slack.wait_for(lambda: slack.connections >= 1 or task.done(), 15)
+            if task.done():
+                task.result()
+            yield Harness(slack, model, buddy, settings, root)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)

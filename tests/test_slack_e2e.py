@@ -1,0 +1,179 @@
+"""The Slack app end to end, on both sandbox backends: a person's view of the thread."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.fakes.anthropic_api import Reply, text, tool_use
+from tests.scripts import population_analyst
+from tests.slack_harness import CHANNEL, running_bot
+from tests.support import POPULATION_CSV
+
+QUESTION = "which three countries grew most from 2000 to 2020? exclude aggregates"
+
+
+async def mention_with_csv(h, question: str = QUESTION) -> str:
+    csv = h.slack.add_file(POPULATION_CSV.name, POPULATION_CSV.read_bytes())
+    message = await h.slack.post_user_message(CHANNEL, question, files=[csv], mention=True)
+    return message["ts"]
+
+
+async def test_mention_with_csv_answers_with_progress_and_report(
+    backend: str, sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot(backend, population_analyst, sandbox_root, monkeypatch) as h:
+        thread = await mention_with_csv(h)
+        await h.wait_for_text(thread, "5 turns")
+        await h.slack.wait_for(
+            lambda: any(u.filename == "report.md" for u in h.slack.uploads.values())
+        )
+        texts = h.texts(thread)
+        calls = h.slack.method_counts()
+
+    assert ("C0CHAN001", thread, "eyes") in h.slack.reactions
+    assert "Got population_2000_2010_2020.csv" in texts
+    for name, number in (
+        ("India", "1,402,617,695"),
+        ("China", "1,411,100,000"),
+        ("Nigeria", "213,996,181"),
+    ):
+        assert name in texts and number in texts
+    # One message per tool call, each edited in place when it finished.
+    steps = [m for m in h.bot_messages(thread) if "Step" in (m.get("text") or "")]
+    assert len(steps) == 4
+    assert all(m.get("edits") for m in steps)
+    assert "import polars" in texts and "ModuleNotFoundError" in texts
+    report = next(u for u in h.slack.uploads.values() if u.filename == "report.md")
+    assert b"1,057,922,733" in report.content and report.thread_ts == thread
+    assert calls["auth.test"] >= 1 and calls["chat.postMessage"] >= 6
+    assert h.sandboxes_alive() == 0  # destroyed at shutdown
+
+
+async def test_follow_up_idle_teardown_and_resume(
+    backend: str, sandbox_root: Path, monkeypatch
+) -> None:
+    def script(req):
+        if not req.tool_results():
+            code = "import os; print(sorted(os.listdir('/buddy/work/uploads')))"
+            return Reply([tool_use("run_code", {"language": "python", "code": code})])
+        return Reply(
+            [
+                text(
+                    "files: "
+                    + req.tool_results()[-1].text.split("--- stdout ---\n")[1].split("\n")[0]
+                )
+            ]
+        )
+
+    async with running_bot(
+        backend, script, sandbox_root, monkeypatch, session_idle_timeout=1.5
+    ) as h:
+        thread = await mention_with_csv(h, "what files do you have?")
+        await h.wait_for_text(thread, "files: ['population_2000_2010_2020.csv']")
+        alive_first = h.sandboxes_alive()
+        # A follow-up in the thread, no mention needed, same sandbox.
+        await h.slack.post_user_message(CHANNEL, "and now?", thread_ts=thread)
+        await h.slack.wait_for(lambda: h.texts(thread).count("files: [") == 2)
+        assert h.sandboxes_alive() == alive_first == 1
+        # Quiet: the sandbox goes, a note says so.
+        await h.wait_for_text(thread, "sandbox was shut down", timeout=15)
+        await h.slack.wait_for(lambda: h.sandboxes_alive() == 0)
+        # A later message: a fresh sandbox with the file in place again.
+        await h.slack.post_user_message(CHANNEL, "still there?", thread_ts=thread)
+        await h.slack.wait_for(lambda: h.texts(thread).count("files: ['population") == 3, 20)
+        assert h.sandboxes_alive() == 1
+    # The model kept the conversation across the teardown.
+    assert len([m for m in h.model.requests[-1].messages if m["role"] == "user"]) >= 5
+
+
+async def test_stop_button_cancels_the_run(backend: str, sandbox_root: Path, monkeypatch) -> None:
+    def script(req):
+        if req.turn == 0:
+            return Reply([tool_use("run_code", {"language": "bash", "code": "sleep 60"})])
+        return Reply([text("should not get here")])
+
+    async with running_bot(backend, script, sandbox_root, monkeypatch) as h:
+        message = await h.slack.post_user_message(CHANNEL, "wait a minute", mention=True)
+        thread = message["ts"]
+        await h.wait_for_text(thread, "Step 1")
+        status = next(m for m in h.bot_messages(thread) if "Working on it" in (m.get("text") or ""))
+        await h.slack.click_button(status, "stop_run")
+        await h.wait_for_text(thread, "Stopped by <@U0HUMAN01>")
+    assert "should not get here" not in h.texts(thread)
+    assert len(h.model.requests) == 1
+
+
+async def test_redelivery_unrelated_thread_non_data_file_and_two_threads(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    def script(req):
+        question = req.messages[0]["content"][-1]["text"]
+        return Reply([text(f"answer to: {question}")])
+
+    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+        # Two threads at once, answers not mixed.
+        first = await h.slack.post_user_message(CHANNEL, "alpha question", mention=True)
+        second = await h.slack.post_user_message(CHANNEL, "beta question", mention=True)
+        await h.wait_for_text(first["ts"], "answer to: alpha question")
+        await h.wait_for_text(second["ts"], "answer to: beta question")
+        assert "beta" not in h.texts(first["ts"]) and "alpha" not in h.texts(second["ts"])
+        # The same event delivered again is answered once.
+        before = len(h.model.requests)
+        event = {"type": "app_mention", "user": "U0HUMAN01", "text": "<@U0BOT0001> gamma",
+                 "ts": "1767225600.000900", "channel": CHANNEL, "team": "T0FAKE001"}  # fmt: skip
+        await h.slack.push_event(event, event_id="Ev0GAMMA")
+        await h.slack.push_event(event, event_id="Ev0GAMMA", retry_attempt=1)
+        await h.wait_for_text("1767225600.000900", "answer to: gamma")
+        await asyncio.sleep(0.5)
+        assert len(h.model.requests) == before + 1
+        # A message in a thread the bot has no session for is ignored.
+        lone = await h.slack.post_user_message(CHANNEL, "just chatting")
+        await h.slack.post_user_message(CHANNEL, "a reply", thread_ts=lone["ts"])
+        # A file that is not data gets a clear reply and is skipped.
+        image = h.slack.add_file("photo.png", b"\x89PNG...", mimetype="image/png", filetype="png")
+        await h.slack.post_user_message(CHANNEL, "look", thread_ts=first["ts"], files=[image])
+        await h.wait_for_text(first["ts"], "Skipped photo.png")
+        await asyncio.sleep(0.5)
+    assert h.bot_messages(lone["ts"]) == []
+    assert len(h.model.requests) == before + 2  # gamma, and "look" in the first thread
+
+
+async def test_analyze_command(sandbox_root: Path, monkeypatch, tmp_path: Path) -> None:
+    import subprocess
+
+    repo = sandbox_root / "repo"
+    repo.mkdir()
+    (repo / "data.csv").write_text("a,b\n1,2\n")
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+
+    def script(req):
+        if req.turn == 0:
+            return Reply([tool_use("list_files", {"path": "/buddy/data"})])
+        return Reply([text("found: " + req.tool_results()[-1].text)])
+
+    url = "https://github.com/acme/data"
+    async with running_bot("buddy", script, sandbox_root, monkeypatch) as h:
+        h.buddy.repos[url] = repo
+        envelope = await h.slack.slash_command("/analyze", "ftp://nope")
+        ack = await h.slack.wait_for_ack(envelope)
+        assert "https" in str(ack.get("payload"))
+        envelope = await h.slack.slash_command("/analyze", url)
+        await h.slack.wait_for_ack(envelope)
+        await h.slack.wait_for(
+            lambda: any(
+                "asked me to analyze" in (m.get("text") or "")
+                for m in h.slack.messages.get(CHANNEL, [])
+            )
+        )
+        parent = next(
+            m for m in h.slack.messages[CHANNEL] if "asked me to analyze" in (m.get("text") or "")
+        )
+        await h.wait_for_text(parent["ts"], "data.csv")
+    assert "<@U0HUMAN01>" in parent["text"] and url in parent["text"]
+    assert "Explore the data files" in h.model.requests[0].messages[0]["content"][-1]["text"]
