@@ -243,6 +243,8 @@ async def _ask_watching_sandbox(session: Session, question: str, progress: Slack
     finally:
         for task in (ask, ready):
             task.cancel()
+        if ready.done() and not ready.cancelled():
+            ready.exception()  # seen here; the run reports it, or the tools did
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
