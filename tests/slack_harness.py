@@ -52,10 +52,13 @@ class Harness:
 def _all_text(message: dict[str, Any]) -> str:
     parts = [message.get("text") or ""]
     for block in message.get("blocks") or []:
-        text = block.get("text")
-        parts.append(text.get("text", "") if isinstance(text, dict) else str(text or ""))
-        parts += [e.get("text", "") for e in block.get("elements") or [] if isinstance(e, dict)]
+        parts.append(_text_of(block.get("text")))
+        parts += [_text_of(e.get("text")) for e in block.get("elements") or []]
     return "\n".join(parts)
+
+
+def _text_of(value: Any) -> str:
+    return str(value.get("text", "")) if isinstance(value, dict) else str(value or "")
 
 
 @contextlib.asynccontextmanager

@@ -42,12 +42,17 @@ async def test_mention_with_csv_answers_with_progress_and_report(
     # One message per tool call, each edited in place when it finished.
     steps = [m for m in h.bot_messages(thread) if "Step" in (m.get("text") or "")]
     assert len(steps) == 4
-    assert all(m.get("edits") for m in steps)
+    assert all(m.history for m in steps)
     assert "import polars" in texts and "ModuleNotFoundError" in texts
     report = next(u for u in h.slack.uploads.values() if u.filename == "report.md")
     assert b"1,057,922,733" in report.content and report.thread_ts == thread
     assert calls["auth.test"] >= 1 and calls["chat.postMessage"] >= 6
     assert h.sandboxes_alive() == 0  # destroyed at shutdown
+
+
+def answers(h, thread: str) -> list[str]:
+    texts = [m.get("text") or "" for m in h.bot_messages(thread)]
+    return [t for t in texts if t.startswith("files:")]
 
 
 async def test_follow_up_idle_teardown_and_resume(
@@ -74,14 +79,15 @@ async def test_follow_up_idle_teardown_and_resume(
         alive_first = h.sandboxes_alive()
         # A follow-up in the thread, no mention needed, same sandbox.
         await h.slack.post_user_message(CHANNEL, "and now?", thread_ts=thread)
-        await h.slack.wait_for(lambda: h.texts(thread).count("files: [") == 2)
+        await h.slack.wait_for(lambda: len(answers(h, thread)) == 2)
         assert h.sandboxes_alive() == alive_first == 1
         # Quiet: the sandbox goes, a note says so.
         await h.wait_for_text(thread, "sandbox was shut down", timeout=15)
         await h.slack.wait_for(lambda: h.sandboxes_alive() == 0)
         # A later message: a fresh sandbox with the file in place again.
         await h.slack.post_user_message(CHANNEL, "still there?", thread_ts=thread)
-        await h.slack.wait_for(lambda: h.texts(thread).count("files: ['population") == 3, 20)
+        await h.slack.wait_for(lambda: len(answers(h, thread)) == 3, 20)
+        assert answers(h, thread)[-1] == "files: ['population_2000_2010_2020.csv']"
         assert h.sandboxes_alive() == 1
     # The model kept the conversation across the teardown.
     assert len([m for m in h.model.requests[-1].messages if m["role"] == "user"]) >= 5

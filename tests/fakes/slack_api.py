@@ -1,0 +1,1367 @@
+"""A fake Slack workspace for end-to-end tests: Web API, Socket Mode, files and response URLs.
+
+One aiohttp server on 127.0.0.1 serves everything the real ``slack_sdk`` / Bolt clients
+touch (slack-platform.md §10): ``/api/<method>``, the Socket Mode WebSocket at ``/link``,
+upload URLs, ``url_private*`` downloads and ``response_url`` sinks. The workspace keeps the
+state the bot's calls leave behind (messages with their edit history, reactions, uploads)
+and tests drive the bot as users would::
+
+    async with FakeSlack() as slack:
+        client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+        app = AsyncApp(client=client)
+        handler = AsyncSocketModeHandler(app, slack.app_token, web_client=app.client)
+        await asyncio.wait_for(handler.connect_async(), 5)
+        msg = await slack.post_user_message("C0CHAN001", "how many rows?", mention=True)
+        await slack.wait_for(lambda: len(slack.thread("C0CHAN001", msg["ts"])) > 1)
+
+Where the sources are vague the fake picks the stricter reading: WebSocket tickets are
+single-use; all markdown blocks of a message share one 12,000-character budget
+(``msg_blocks_too_long``) and an over-long ``markdown_text`` is ``msg_too_long``; scopes
+are enforced (``users.info`` needs ``users:read``, which the default scopes lack); a
+missing token is ``not_authed`` and a wrong one ``invalid_auth``. For convenience a file
+share lands in its thread at once (Slack posts it a moment after the upload completes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import copy
+import json
+import logging
+import mimetypes
+import re
+import secrets
+import string
+import time
+import uuid
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import BodyPartReader, WSMsgType, web
+
+from tests.fakes.loopback import serve
+
+__all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "chat:write",
+    "commands",
+    "files:read",
+    "files:write",
+    "groups:history",
+    "im:history",
+    "reactions:write",
+)
+METHOD_SCOPES = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "chat.delete": "chat:write",
+    "reactions.add": "reactions:write",
+    "reactions.remove": "reactions:write",
+    "files.info": "files:read",
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
+    "users.info": "users:read",
+}
+HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+
+MAX_BLOCKS = 50
+MAX_TEXT = 40_000
+MAX_SECTION_TEXT = 3_000
+MAX_FIELD_TEXT = 2_000
+MAX_FIELDS = 10
+MAX_HEADER_TEXT = 150
+MAX_CONTEXT_ELEMENTS = 10
+MAX_ACTIONS_ELEMENTS = 25
+MAX_MARKDOWN = 12_000  # markdown_text, and all markdown blocks of one message together
+MAX_BLOCK_ID = 255
+DOWNLOAD_CHUNK = 64 * 1024
+VERIFICATION_TOKEN = "fake-verification-token"
+TEAM_DOMAIN = "fake-ws"
+BOT_NAME = "fakebot"
+MENTION_RE = re.compile(r"<@([A-Z0-9]+)>")
+LOGIN_PAGE = (
+    "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head>"
+    "<body><h1>Sign in to fake-ws</h1><form action='/signin'></form></body></html>"
+)
+
+Json = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass
+class ApiCall:
+    """One Web API request as received, and the status it was answered with."""
+
+    method: str  # e.g. "chat.postMessage"
+    args: Json  # query string, form and JSON body merged
+    headers: dict[str, str]  # lower-case names
+    status: int = 0
+    error: str | None = None  # the `error` answered; None when ok
+    verb: str = "POST"
+
+
+@dataclass
+class UploadedFile:
+    """A file the bot uploaded through the three-step external upload."""
+
+    file_id: str
+    filename: str
+    title: str
+    content: bytes
+    channel_id: str | None = None  # the (first) conversation it was shared to
+    thread_ts: str | None = None
+    initial_comment: str | None = None
+    declared_length: int = 0  # `length` given to files.getUploadURLExternal
+
+
+class Message(dict[str, Any]):
+    """A stored message: Slack's own fields, plus where it lives and its earlier versions."""
+
+    def __init__(self, channel: str, fields: Json) -> None:
+        super().__init__(fields)
+        self.channel = channel
+        self.history: list[Json] = []  # earlier versions, oldest first (chat.update)
+
+    @property
+    def versions(self) -> list[Json]:
+        """Every version of the message, the current one last."""
+        return [*self.history, copy.deepcopy(dict(self))]
+
+
+@dataclass
+class _Socket:
+    ws: web.WebSocketResponse
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    retired: bool = False  # sent a `disconnect`; no more envelopes go here
+
+
+@dataclass
+class _StoredFile:
+    meta: Json  # the Slack file object
+    content: bytes
+
+
+@dataclass
+class _PendingUpload:
+    file_id: str
+    filename: str
+    length: int
+    content: bytes | None = None
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    retry_after: int
+    error: str
+
+
+class SlackError(Exception):
+    """Answered as ``{"ok": false, "error": error, **extra}`` with HTTP 200."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _random(n: int, alphabet: str = string.ascii_uppercase + string.digits) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _block_id() -> str:
+    return _random(5, string.ascii_letters + string.digits)
+
+
+def _ts_key(ts: str) -> tuple[int, int]:
+    sec, _, frac = str(ts).partition(".")
+    try:
+        return int(sec or 0), int((frac + "000000")[:6])
+    except ValueError:
+        return 0, 0
+
+
+def _flag(value: Any) -> bool:
+    """A boolean argument: JSON true, or "1"/"true" in a query string or form."""
+    return value is True or str(value).lower() in ("1", "true")
+
+
+def _json_arg(args: Json, key: str, error: str = "invalid_arguments") -> Any:
+    """A structured argument; form and query values carry it as a JSON string."""
+    value = args.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise SlackError(error) from None
+    return value
+
+
+def _channel_type(channel: str) -> str:
+    return {"D": "im", "G": "group"}.get(channel[:1], "channel")
+
+
+def _rich_text(text: str) -> list[Json]:
+    """The rich_text block Slack's clients attach to what a user types."""
+    elements: list[Json] = []
+    for i, part in enumerate(MENTION_RE.split(text)):
+        if i % 2:
+            elements.append({"type": "user", "user_id": part})
+        elif part:
+            elements.append({"type": "text", "text": part})
+    section = {"type": "rich_text_section", "elements": elements}
+    return [{"type": "rich_text", "block_id": _block_id(), "elements": [section]}]
+
+
+def _text_len(obj: Any) -> int:
+    return len(obj.get("text", "")) if isinstance(obj, dict) else 0
+
+
+def _block_problems(blocks: list[Any]) -> list[str]:
+    """Block Kit violations, worded like Slack's ``response_metadata.messages``."""
+    problems: list[str] = []
+
+    def bad(path: str, what: str) -> None:
+        problems.append(f"[ERROR] {what} [json-pointer:/blocks{path}]")
+
+    if len(blocks) > MAX_BLOCKS:
+        bad("", f"no more than {MAX_BLOCKS} items allowed")
+    seen_ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            bad(f"/{i}", "missing required field: type")
+            continue
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if len(str(block_id)) > MAX_BLOCK_ID:
+                bad(f"/{i}/block_id", f"must be less than {MAX_BLOCK_ID + 1} characters")
+            if block_id in seen_ids:
+                bad(f"/{i}/block_id", f"duplicate block_id: {block_id}")
+            seen_ids.add(block_id)
+        kind = block["type"]
+        if kind == "section":
+            if "text" not in block and "fields" not in block:
+                bad(f"/{i}", "must provide either text or fields")
+            if _text_len(block.get("text")) > MAX_SECTION_TEXT:
+                bad(f"/{i}/text/text", f"must be less than {MAX_SECTION_TEXT + 1} characters")
+            fields = block.get("fields") or []
+            if len(fields) > MAX_FIELDS:
+                bad(f"/{i}/fields", f"no more than {MAX_FIELDS} items allowed")
+            for j, item in enumerate(fields):
+                if _text_len(item) > MAX_FIELD_TEXT:
+                    bad(f"/{i}/fields/{j}/text", f"must be less than {MAX_FIELD_TEXT + 1} chars")
+        elif kind == "header" and _text_len(block.get("text")) > MAX_HEADER_TEXT:
+            bad(f"/{i}/text/text", f"must be less than {MAX_HEADER_TEXT + 1} characters")
+        elif kind == "context" and len(block.get("elements") or []) > MAX_CONTEXT_ELEMENTS:
+            bad(f"/{i}/elements", f"no more than {MAX_CONTEXT_ELEMENTS} items allowed")
+        elif kind == "actions" and len(block.get("elements") or []) > MAX_ACTIONS_ELEMENTS:
+            bad(f"/{i}/elements", f"no more than {MAX_ACTIONS_ELEMENTS} items allowed")
+        elif kind == "markdown" and not isinstance(block.get("text"), str):
+            bad(f"/{i}/text", "missing required field: text")
+    return problems
+
+
+def _content(args: Json, *, required: bool) -> Json:
+    """The message content of a chat.* call, validated as Slack does.
+
+    Only the fields the call gave are returned, so chat.update can keep the others.
+    """
+    text = args.get("text")
+    markdown = args.get("markdown_text")
+    blocks = _json_arg(args, "blocks", "invalid_blocks_format")
+    attachments = _json_arg(args, "attachments", "invalid_attachments")
+    if markdown is not None and (text or blocks):
+        raise SlackError("markdown_text_conflict")
+    if required and not (text or blocks or attachments or markdown):
+        raise SlackError("no_text")
+    if text is not None and len(str(text)) > MAX_TEXT:
+        raise SlackError("msg_too_long")
+    if markdown is not None:
+        if len(str(markdown)) > MAX_MARKDOWN:
+            raise SlackError("msg_too_long")
+        return {"text": str(markdown), "blocks": [{"type": "markdown", "text": str(markdown)}]}
+    out: Json = {}
+    if text is not None:
+        out["text"] = str(text)
+    if blocks is not None:
+        out["blocks"] = _checked_blocks(blocks)
+    if attachments is not None:
+        if not isinstance(attachments, list):
+            raise SlackError("invalid_attachments")
+        out["attachments"] = attachments
+    return out
+
+
+def _checked_blocks(blocks: Any) -> list[Json]:
+    if not isinstance(blocks, list):
+        raise SlackError("invalid_blocks_format")
+    if problems := _block_problems(blocks):
+        raise SlackError("invalid_blocks", response_metadata={"messages": problems})
+    markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
+    if markdown_total > MAX_MARKDOWN:
+        raise SlackError("msg_blocks_too_long")
+    # Slack fills in missing block_ids (markdown blocks keep none)
+    blocks = copy.deepcopy(blocks)
+    for block in blocks:
+        if block["type"] != "markdown":
+            block.setdefault("block_id", _block_id())
+    return blocks
+
+
+def _metadata(args: Json) -> Json | None:
+    metadata = _json_arg(args, "metadata", "invalid_metadata_format")
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
+        raise SlackError("invalid_metadata_format")
+    return {"event_type": metadata["event_type"], "event_payload": metadata.get("event_payload")}
+
+
+def _find_element(message: Json, action_id: str) -> tuple[str, Json]:
+    """(block_id, element) of the interactive element ``action_id`` in the message."""
+    for block in message.get("blocks") or []:
+        candidates = [*(block.get("elements") or []), block.get("accessory") or {}]
+        for element in candidates:
+            if isinstance(element, dict) and element.get("action_id") == action_id:
+                return block.get("block_id", ""), element
+    raise LookupError(f"no element with action_id {action_id!r} in message {message.get('ts')}")
+
+
+# --------------------------------------------------------------------------- the fake
+
+
+class FakeSlack:
+    """A fake Slack workspace on 127.0.0.1; an async context manager."""
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = "xoxb-test-token",
+        app_token: str = "xapp-1-A0FAKE001-1-test",
+        team_id: str = "T0FAKE001",
+        bot_user_id: str = "U0BOT0001",
+        bot_id: str = "B0BOT0001",
+        scopes: Iterable[str] = DEFAULT_SCOPES,
+        echo_bot_events: bool = False,
+        connect_wait_s: float = 5.0,
+    ) -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.scopes = tuple(scopes)
+        parts = app_token.split("-")
+        self.app_id = parts[2] if len(parts) > 2 else "A0FAKE001"
+        # push message / message_changed / message_deleted events for the bot's own posts
+        self.echo_bot_events = echo_bot_events
+        self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
+
+        self.base_url = ""
+        self.api_url = ""
+        self.calls: list[ApiCall] = []
+        self.acks: list[Json] = []
+        self.envelopes: list[Json] = []  # every envelope sent, in order
+        self.connections = 0
+        self.messages: dict[str, list[Message]] = defaultdict(list)
+        self.ephemerals: list[Json] = []
+        self.reactions: list[tuple[str, str, str]] = []
+        self.uploads: dict[str, UploadedFile] = {}
+        self.responses: list[Json] = []
+        self.downloads: list[tuple[str, bool]] = []  # (file id, authorised)
+
+        self._files: dict[str, _StoredFile] = {}
+        self._pending: dict[str, _PendingUpload] = {}  # upload URL key -> upload
+        self._tickets: set[str] = set()
+        self._sockets: list[_Socket] = []
+        self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
+        self._event_attempts: dict[str, int] = {}
+        self._last_us = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: web.AppRunner | None = None
+        self._methods: dict[str, Callable[[Json], Json]] = {
+            "auth.test": self._auth_test,
+            "apps.connections.open": self._apps_connections_open,
+            "chat.postMessage": self._chat_post_message,
+            "chat.update": self._chat_update,
+            "chat.postEphemeral": self._chat_post_ephemeral,
+            "chat.delete": self._chat_delete,
+            "reactions.add": self._reactions_add,
+            "reactions.remove": self._reactions_remove,
+            "conversations.replies": self._conversations_replies,
+            "files.info": self._files_info,
+            "files.getUploadURLExternal": self._files_get_upload_url,
+            "files.completeUploadExternal": self._files_complete_upload,
+            "users.info": self._users_info,
+        }
+
+    # -- lifecycle
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application(client_max_size=1024**3)
+        app.router.add_get("/api/{method}", self._api)
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/link", self._link)
+        app.router.add_get("/link/", self._link)
+        app.router.add_post("/upload/v1/{key}", self._upload)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._download)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._download)
+        app.router.add_post("/commands/{tail:.*}", self._response_url)
+        app.router.add_post("/actions/{tail:.*}", self._response_url)
+        self._runner, self.base_url = await serve(app)
+        self.api_url = f"{self.base_url}/api/"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sock in list(self._sockets):
+            await sock.ws.close(code=1001, message=b"server shutting down")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- inspecting what the bot did
+
+    def calls_to(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def method_counts(self) -> dict[str, int]:
+        return dict(Counter(c.method for c in self.calls))
+
+    def thread(self, channel: str, thread_ts: str) -> list[Message]:
+        """The thread's parent and replies, oldest first."""
+        return [
+            m
+            for m in self.messages.get(channel, [])
+            if m["ts"] == thread_ts or m.get("thread_ts") == thread_ts
+        ]
+
+    def find_message(self, channel: str, ts: str) -> Message | None:
+        return next((m for m in self.messages.get(channel, []) if m["ts"] == ts), None)
+
+    def bot_messages(self, channel: str) -> list[Message]:
+        return [m for m in self.messages.get(channel, []) if m.get("bot_id") == self.bot_id]
+
+    # -- driving the bot, as users would
+
+    def add_file(
+        self,
+        name: str,
+        content: bytes,
+        *,
+        mimetype: str = "text/csv",
+        filetype: str = "csv",
+        user: str = "U0HUMAN01",
+    ) -> Json:
+        """A file a user uploaded; pass it to ``post_user_message(files=[...])``."""
+        meta = self._new_file(name, name, content, mimetype, filetype, user)
+        return copy.deepcopy(meta)
+
+    def add_user_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0HUMAN01",
+        thread_ts: str | None = None,
+        files: Iterable[Json] = (),
+    ) -> Message:
+        """Store a user's message without telling the bot (earlier history, say)."""
+        fields: Json = {
+            "type": "message",
+            "user": user,
+            "text": text,
+            "ts": self._next_ts(),
+            "team": self.team_id,
+            "client_msg_id": str(uuid.uuid4()),
+            "blocks": _rich_text(text),
+        }
+        if thread_ts:
+            fields["thread_ts"] = thread_ts
+        if files := [copy.deepcopy(f) for f in files]:
+            fields.update(files=files, upload=False, display_as_bot=False)
+        return self._store(channel, fields)
+
+    async def post_user_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0HUMAN01",
+        thread_ts: str | None = None,
+        files: Iterable[Json] = (),
+        mention: bool = False,
+    ) -> Message:
+        """Store a user's message and push the events Slack would push for it.
+
+        A ``message`` event always (subtype ``file_share`` with files), and with
+        ``mention`` (the text gets a ``<@bot>`` prefix) also an ``app_mention`` event;
+        Slack sends no ``app_mention`` in DMs.
+        """
+        if mention:
+            text = f"<@{self.bot_user_id}> {text}"
+        message = self.add_user_message(channel, text, user=user, thread_ts=thread_ts, files=files)
+        event = self._as_event(message, subtype="file_share" if "files" in message else None)
+        await self.push_event(event)
+        if mention and _channel_type(channel) != "im":
+            mention_event = {k: v for k, v in event.items() if k not in ("subtype", "channel_type")}
+            await self.push_event({**mention_event, "type": "app_mention"})
+        return message
+
+    async def push_event(
+        self, event: Json, *, event_id: str | None = None, retry_attempt: int = 0
+    ) -> str:
+        """Push an ``events_api`` envelope; returns its envelope_id.
+
+        Re-pushing an ``event_id`` is a redelivery: same event_id and event_time, a new
+        envelope, and ``retry_attempt`` one above the last (unless given).
+        """
+        event = copy.deepcopy(event)
+        event.setdefault("event_ts", event.get("ts") or self._next_ts())
+        self._remember_pushed_message(event)
+        event_id = event_id or f"Ev{_random(10)}"
+        if event_id in self._event_attempts and not retry_attempt:
+            retry_attempt = self._event_attempts[event_id] + 1
+        self._event_attempts[event_id] = max(retry_attempt, self._event_attempts.get(event_id, 0))
+        body = self._event_body(event, event_id)
+        envelope = self._envelope("events_api", body, accepts_response_payload=False)
+        envelope.update(
+            retry_attempt=retry_attempt, retry_reason="timeout" if retry_attempt else ""
+        )
+        return await self._send_envelope(envelope)
+
+    async def slash_command(
+        self, command: str, text: str, *, channel: str = "C0CHAN001", user: str = "U0HUMAN01"
+    ) -> str:
+        """Push a ``slash_commands`` envelope; returns its envelope_id."""
+        payload = {
+            "token": VERIFICATION_TOKEN,
+            "team_id": self.team_id,
+            "team_domain": TEAM_DOMAIN,
+            "channel_id": channel,
+            "channel_name": self._channel_name(channel),
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command if command.startswith("/") else f"/{command}",
+            "text": text,
+            "api_app_id": self.app_id,
+            "is_enterprise_install": "false",
+            "response_url": self._response_url_for("commands"),
+            "trigger_id": self._trigger_id(),
+        }
+        envelope = self._envelope("slash_commands", payload, accepts_response_payload=True)
+        return await self._send_envelope(envelope)
+
+    async def click_button(
+        self, message: Json, action_id: str, *, user: str = "U0HUMAN01", value: str | None = None
+    ) -> str:
+        """Push an ``interactive`` block_actions envelope for a button in ``message``.
+
+        The value comes from the button; for ``feedback_buttons`` pass ``value`` to pick
+        the negative one (the positive one is the default).
+        """
+        channel = self._channel_of(message)
+        current = self.find_message(channel, message["ts"]) or message
+        block_id, element = _find_element(current, action_id)
+        action = self._action(block_id, element, value)
+        container: Json = {
+            "type": "message",
+            "message_ts": current["ts"],
+            "channel_id": channel,
+            "is_ephemeral": False,
+        }
+        if current.get("thread_ts"):
+            container["thread_ts"] = current["thread_ts"]
+        payload = {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.app_id,
+            "token": VERIFICATION_TOKEN,
+            "container": container,
+            "trigger_id": self._trigger_id(),
+            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": channel, "name": self._channel_name(channel)},
+            "message": copy.deepcopy(dict(current)),
+            "state": {"values": {}},
+            "response_url": self._response_url_for("actions"),
+            "actions": [action],
+        }
+        envelope = self._envelope("interactive", payload, accepts_response_payload=False)
+        return await self._send_envelope(envelope)
+
+    async def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
+        """Poll ``predicate`` until it is truthy; TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met within {timeout}s")
+            await asyncio.sleep(0.01)
+
+    async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> Json:
+        """The ack frame for ``envelope_id`` (with its ``payload``, if any)."""
+
+        def ack() -> Json | None:
+            return next((a for a in self.acks if a.get("envelope_id") == envelope_id), None)
+
+        try:
+            await self.wait_for(lambda: ack() is not None, timeout)
+        except TimeoutError:
+            raise TimeoutError(f"envelope {envelope_id} not acked within {timeout}s") from None
+        return ack() or {}
+
+    async def disconnect(self, reason: str = "refresh_requested") -> None:
+        """Send a ``disconnect`` frame on every open socket; the client must reconnect."""
+        await self._wait_for_socket()
+        frame = json.dumps(
+            {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
+        )
+        for sock in self._live_sockets():
+            sock.retired = True
+            async with sock.lock:
+                await sock.ws.send_str(frame)
+
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        *,
+        status: int = 429,
+        retry_after: int = 1,
+        error: str = "ratelimited",
+    ) -> None:
+        """Answer the next ``n`` calls to ``method`` with ``{"ok": false, "error": error}``.
+
+        Status 429 also carries ``Retry-After``; status 200 makes an ordinary API error.
+        """
+        self._faults[method].extend([_Fault(status, retry_after, error)] * n)
+
+    # -- Web API
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        call = ApiCall(method, {}, headers, verb=request.method)
+        self.calls.append(call)
+        try:
+            call.args = await self._read_args(request)
+            if faults := self._faults.get(method):
+                return self._fault_response(call, faults.popleft())
+            handler = self._methods.get(method)
+            if handler is None:
+                raise SlackError("unknown_method", req_method=method)
+            self._authorize(method, headers, call.args)
+            body = {"ok": True, **handler(call.args)}
+        except SlackError as err:
+            call.error = err.error
+            body = {"ok": False, "error": err.error, **err.extra}
+        call.status = 200
+        return web.json_response(body, headers={"X-OAuth-Scopes": ",".join(self.scopes)})
+
+    @staticmethod
+    async def _read_args(request: web.Request) -> Json:
+        args: Json = dict(request.query)
+        if not request.body_exists:
+            return args
+        if request.content_type == "application/json":
+            try:
+                body = json.loads(await request.read() or b"{}")
+            except ValueError:
+                raise SlackError("invalid_json") from None
+            if not isinstance(body, dict):
+                raise SlackError("invalid_json")
+            args.update(body)
+        elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.post()
+            args.update({k: v for k, v in form.items() if isinstance(v, str)})
+        return args
+
+    def _fault_response(self, call: ApiCall, fault: _Fault) -> web.Response:
+        call.status, call.error = fault.status, fault.error
+        headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
+        body = {"ok": False, "error": fault.error}
+        return web.json_response(body, status=fault.status, headers=headers)
+
+    def _authorize(self, method: str, headers: dict[str, str], args: Json) -> None:
+        auth = headers.get("authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
+        if not token and method not in APP_TOKEN_METHODS:
+            token = str(args.get("token") or "")  # Slack also takes a token argument
+        wanted, other = (
+            (self.app_token, self.bot_token)
+            if method in APP_TOKEN_METHODS
+            else (self.bot_token, self.app_token)
+        )
+        if not token:
+            raise SlackError("not_authed")
+        if token == other:
+            raise SlackError("not_allowed_token_type")
+        if token != wanted:
+            raise SlackError("invalid_auth")
+        needed = METHOD_SCOPES.get(method)
+        if method == "conversations.replies":
+            needed = HISTORY_SCOPES[_channel_type(str(args.get("channel", "")))]
+        if needed and needed not in self.scopes:
+            raise SlackError("missing_scope", needed=needed, provided=",".join(self.scopes))
+
+    # -- methods
+
+    def _auth_test(self, args: Json) -> Json:
+        return {
+            "url": f"https://{TEAM_DOMAIN}.slack.com/",
+            "team": "Fake Workspace",
+            "user": BOT_NAME,
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _apps_connections_open(self, args: Json) -> Json:
+        ticket = uuid.uuid4().hex
+        self._tickets.add(ticket)
+        ws_base = self.base_url.replace("http://", "ws://", 1)
+        return {"url": f"{ws_base}/link/?ticket={ticket}&app_id={self.app_id}"}
+
+    def _chat_post_message(self, args: Json) -> Json:
+        channel = self._channel_arg(args)
+        fields = self._bot_fields(_content(args, required=True))
+        if metadata := _metadata(args):
+            fields["metadata"] = metadata
+        if thread_ts := args.get("thread_ts"):
+            fields["thread_ts"] = str(thread_ts)
+            if _flag(args.get("reply_broadcast")):
+                fields["subtype"] = "thread_broadcast"
+        message = self._store(channel, fields)
+        self._echo(self._as_event(message, subtype=message.get("subtype")))
+        return {"channel": channel, "ts": message["ts"], "message": copy.deepcopy(dict(message))}
+
+    def _chat_update(self, args: Json) -> Json:
+        channel = self._channel_arg(args)
+        message = self._bot_message_arg(channel, args.get("ts"), "cant_update_message")
+        content = _content(args, required=False)
+        metadata = _metadata(args)
+        if not content and metadata is None and "file_ids" not in args:
+            raise SlackError("no_text")
+        previous = copy.deepcopy(dict(message))
+        message.history.append(previous)
+        for key, value in content.items():
+            if value == [] and key in ("blocks", "attachments"):
+                message.pop(key, None)  # an empty array removes them
+            else:
+                message[key] = value
+        if metadata is not None:
+            message["metadata"] = metadata
+        message["edited"] = {"user": self.bot_user_id, "ts": self._next_ts()}
+        self._echo(self._changed_event(channel, message, previous))
+        return {
+            "channel": channel,
+            "ts": message["ts"],
+            "text": message.get("text", ""),
+            "message": copy.deepcopy(dict(message)),
+        }
+
+    def _chat_post_ephemeral(self, args: Json) -> Json:
+        channel = self._channel_arg(args)
+        if not args.get("user"):
+            raise SlackError("user_not_in_channel")
+        content = _content(args, required=True)
+        message_ts = self._next_ts()
+        ephemeral = {"channel": channel, "user": args["user"], "message_ts": message_ts, **content}
+        if args.get("thread_ts"):
+            ephemeral["thread_ts"] = str(args["thread_ts"])
+        self.ephemerals.append(ephemeral)
+        return {"message_ts": message_ts}
+
+    def _chat_delete(self, args: Json) -> Json:
+        channel = self._channel_arg(args)
+        message = self._bot_message_arg(channel, args.get("ts"), "cant_delete_message")
+        self.messages[channel].remove(message)
+        self._unlink_reply(channel, message)
+        self.reactions = [r for r in self.reactions if r[:2] != (channel, message["ts"])]
+        self._echo(
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "hidden": True,
+                "channel": channel,
+                "channel_type": _channel_type(channel),
+                "ts": self._next_ts(),
+                "deleted_ts": message["ts"],
+                "previous_message": copy.deepcopy(dict(message)),
+            }
+        )
+        return {"channel": channel, "ts": message["ts"]}
+
+    def _reactions_add(self, args: Json) -> Json:
+        channel, message, name = self._reaction_args(args)
+        entry = next((r for r in message.setdefault("reactions", []) if r["name"] == name), None)
+        if entry and self.bot_user_id in entry["users"]:
+            raise SlackError("already_reacted")
+        if entry is None:
+            entry = {"name": name, "users": [], "count": 0}
+            message["reactions"].append(entry)
+        entry["users"].append(self.bot_user_id)
+        entry["count"] += 1
+        self.reactions.append((channel, message["ts"], name))
+        return {}
+
+    def _reactions_remove(self, args: Json) -> Json:
+        channel, message, name = self._reaction_args(args)
+        entries = message.get("reactions", [])
+        entry = next((r for r in entries if r["name"] == name), None)
+        if entry is None or self.bot_user_id not in entry["users"]:
+            raise SlackError("no_reaction")
+        entry["users"].remove(self.bot_user_id)
+        entry["count"] -= 1
+        if not entry["users"]:
+            entries.remove(entry)
+        if not entries:
+            message.pop("reactions", None)
+        self.reactions.remove((channel, message["ts"], name))
+        return {}
+
+    def _conversations_replies(self, args: Json) -> Json:
+        channel = self._channel_arg(args)
+        found = self.find_message(channel, str(args.get("ts", "")))
+        if found is None:
+            raise SlackError("thread_not_found")
+        thread = self.thread(channel, found.get("thread_ts") or found["ts"])
+        parent, replies = thread[0], [m for m in thread[1:] if self._in_range(m, args)]
+        messages = [parent, *replies]
+        offset = _decode_cursor(args.get("cursor"))
+        limit = max(1, min(int(args.get("limit") or 1000), 1000))
+        page = messages[offset : offset + limit]
+        more = offset + limit < len(messages)
+        cursor = _encode_cursor(offset + limit) if more else ""
+        keep_metadata = _flag(args.get("include_all_metadata"))
+        return {
+            "messages": [self._public(m, keep_metadata=keep_metadata) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": cursor},
+        }
+
+    def _files_info(self, args: Json) -> Json:
+        stored = self._files.get(str(args.get("file", "")))
+        if stored is None:
+            raise SlackError("file_not_found")
+        return {
+            "file": copy.deepcopy(stored.meta),
+            "comments": [],
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    def _files_get_upload_url(self, args: Json) -> Json:
+        filename = args.get("filename")
+        try:
+            length = int(args.get("length", ""))
+        except ValueError:
+            raise SlackError("invalid_arguments") from None
+        if not filename or length < 0:
+            raise SlackError("invalid_arguments")
+        key = secrets.token_urlsafe(16)
+        file_id = f"F{_random(10)}"
+        self._pending[key] = _PendingUpload(file_id, str(filename), length)
+        return {"upload_url": f"{self.base_url}/upload/v1/{key}", "file_id": file_id}
+
+    def _files_complete_upload(self, args: Json) -> Json:
+        entries = _json_arg(args, "files")
+        if not isinstance(entries, list) or not entries:
+            raise SlackError("invalid_arguments")
+        channels = [str(args["channel_id"])] if args.get("channel_id") else []
+        channels += [c for c in str(args.get("channels") or "").split(",") if c]
+        thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
+        if thread_ts and len(channels) != 1:
+            raise SlackError("invalid_arguments")
+        uploads = [self._finish_upload(entry) for entry in entries]
+        comment = args.get("initial_comment")
+        for upload in uploads:
+            upload.channel_id = channels[0] if channels else None
+            upload.thread_ts, upload.initial_comment = thread_ts, comment
+        for channel in channels:
+            self._share(channel, uploads, thread_ts, comment)
+        return {"files": [{"id": u.file_id, "title": u.title} for u in uploads]}
+
+    def _users_info(self, args: Json) -> Json:
+        user = str(args.get("user", ""))
+        if not re.fullmatch(r"[UW][A-Z0-9]{2,}", user):
+            raise SlackError("user_not_found")
+        is_bot = user == self.bot_user_id
+        name = BOT_NAME if is_bot else user.lower()
+        return {
+            "user": {
+                "id": user,
+                "team_id": self.team_id,
+                "name": name,
+                "real_name": name,
+                "deleted": False,
+                "is_bot": is_bot,
+                "is_app_user": False,
+                "tz": "Europe/London",
+                "profile": {"display_name": name, "real_name": name, "team": self.team_id}
+                | ({"bot_id": self.bot_id} if is_bot else {}),
+            }
+        }
+
+    # -- method helpers
+
+    @staticmethod
+    def _channel_arg(args: Json) -> str:
+        channel = args.get("channel")
+        if not channel:
+            raise SlackError("channel_not_found")
+        return str(channel)
+
+    def _bot_message_arg(self, channel: str, ts: Any, not_mine: str) -> Message:
+        message = self.find_message(channel, str(ts or ""))
+        if message is None:
+            raise SlackError("message_not_found")
+        if message.get("bot_id") != self.bot_id:
+            raise SlackError(not_mine)
+        return message
+
+    def _reaction_args(self, args: Json) -> tuple[str, Message, str]:
+        channel = self._channel_arg(args)
+        message = self.find_message(channel, str(args.get("timestamp", "")))
+        if message is None:
+            raise SlackError("message_not_found")
+        name = str(args.get("name") or "")
+        if not re.fullmatch(r"[a-z0-9_+'-]+(::skin-tone-[2-6])?", name):
+            raise SlackError("invalid_name")
+        return channel, message, name
+
+    @staticmethod
+    def _in_range(message: Json, args: Json) -> bool:
+        key, inclusive = _ts_key(message["ts"]), _flag(args.get("inclusive"))
+        oldest, latest = args.get("oldest"), args.get("latest")
+        if oldest and (key < _ts_key(oldest) or (key == _ts_key(oldest) and not inclusive)):
+            return False
+        return not (
+            latest and (key > _ts_key(latest) or (key == _ts_key(latest) and not inclusive))
+        )
+
+    @staticmethod
+    def _public(message: Message, *, keep_metadata: bool) -> Json:
+        out = copy.deepcopy(dict(message))
+        if not keep_metadata:
+            out.pop("metadata", None)
+        return out
+
+    def _bot_fields(self, content: Json) -> Json:
+        return {
+            "type": "message",
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "app_id": self.app_id,
+            "text": "",
+            **content,
+            "ts": self._next_ts(),
+            "team": self.team_id,
+            "bot_profile": {
+                "id": self.bot_id,
+                "app_id": self.app_id,
+                "name": BOT_NAME,
+                "team_id": self.team_id,
+                "deleted": False,
+            },
+        }
+
+    def _finish_upload(self, entry: Any) -> UploadedFile:
+        file_id = entry.get("id") if isinstance(entry, dict) else None
+        key = next((k for k, p in self._pending.items() if p.file_id == file_id), None)
+        pending = self._pending.get(key or "")
+        if pending is None or pending.content is None:
+            raise SlackError("file_not_found")
+        del self._pending[key or ""]
+        name, content = pending.filename, pending.content
+        title = str(entry.get("title") or name)
+        mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        filetype = name.rpartition(".")[2].lower() if "." in name else "binary"
+        self._new_file(name, title, content, mimetype, filetype, self.bot_user_id, pending.file_id)
+        upload = UploadedFile(pending.file_id, name, title, content, declared_length=pending.length)
+        self.uploads[upload.file_id] = upload
+        return upload
+
+    def _share(
+        self, channel: str, uploads: list[UploadedFile], thread_ts: str | None, comment: Any
+    ) -> None:
+        """The bot's file-share message, as completeUploadExternal leaves it."""
+        files = [copy.deepcopy(self._files[u.file_id].meta) for u in uploads]
+        fields = self._bot_fields({"text": str(comment or "")})
+        fields.update(files=files, upload=True, display_as_bot=False)
+        if thread_ts:
+            fields["thread_ts"] = thread_ts
+        message = self._store(channel, fields)
+        self._echo(self._as_event(message, subtype="file_share"))
+
+    def _new_file(
+        self,
+        name: str,
+        title: str,
+        content: bytes,
+        mimetype: str,
+        filetype: str,
+        user: str,
+        file_id: str | None = None,
+    ) -> Json:
+        file_id = file_id or f"F{_random(10)}"
+        now = int(time.time())
+        path = f"{self.base_url}/files-pri/{self.team_id}-{file_id}"
+        meta = {
+            "id": file_id,
+            "created": now,
+            "timestamp": now,
+            "name": name,
+            "title": title,
+            "mimetype": mimetype,
+            "filetype": filetype,
+            "pretty_type": filetype.upper(),
+            "user": user,
+            "user_team": self.team_id,
+            "editable": False,
+            "size": len(content),
+            "mode": "hosted",
+            "is_external": False,
+            "external_type": "",
+            "is_public": True,
+            "public_url_shared": False,
+            "display_as_bot": False,
+            "username": "",
+            "url_private": f"{path}/{quote(name)}",
+            "url_private_download": f"{path}/download/{quote(name)}",
+            "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{user}/{file_id}/{quote(name)}",
+            "file_access": "visible",
+        }
+        self._files[file_id] = _StoredFile(meta, content)
+        return meta
+
+    # -- the store
+
+    def _next_ts(self) -> str:
+        """Increasing ``"<epoch>.<6 digits>"`` timestamps."""
+        self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
+        return f"{self._last_us // 1_000_000}.{self._last_us % 1_000_000:06d}"
+
+    def _store(self, channel: str, fields: Json) -> Message:
+        message = Message(channel, fields)
+        bisect.insort(self.messages[channel], message, key=lambda m: _ts_key(m["ts"]))
+        self._link_reply(channel, message)
+        return message
+
+    def _link_reply(self, channel: str, message: Message) -> None:
+        thread_ts = message.get("thread_ts")
+        if not thread_ts or thread_ts == message["ts"]:
+            return
+        parent = self.find_message(channel, thread_ts)
+        if parent is None:
+            return
+        message.setdefault("parent_user_id", parent.get("user"))
+        parent["thread_ts"] = parent["ts"]
+        parent["reply_count"] = parent.get("reply_count", 0) + 1
+        users = parent.setdefault("reply_users", [])
+        if message.get("user") and message["user"] not in users:
+            users.append(message["user"])
+        parent["reply_users_count"] = len(users)
+        parent["latest_reply"] = message["ts"]
+
+    def _unlink_reply(self, channel: str, message: Message) -> None:
+        thread_ts = message.get("thread_ts")
+        parent = self.find_message(channel, thread_ts) if thread_ts != message["ts"] else None
+        if parent is None or not parent.get("reply_count"):
+            return
+        parent["reply_count"] -= 1
+        replies = self.thread(channel, parent["ts"])[1:]
+        parent["latest_reply"] = replies[-1]["ts"] if replies else parent["ts"]
+
+    def _remember_pushed_message(self, event: Json) -> None:
+        """A raw pushed user message joins the store, so the bot can reply or react to it."""
+        channel, ts = event.get("channel"), event.get("ts")
+        if event.get("type") not in ("message", "app_mention") or not channel or not ts:
+            return
+        if event.get("subtype") not in (None, "file_share", "thread_broadcast"):
+            return
+        if self.find_message(channel, ts) is None:
+            drop = ("channel", "channel_type", "event_ts", "subtype")
+            fields = {k: v for k, v in event.items() if k not in drop} | {"type": "message"}
+            self._store(channel, copy.deepcopy(fields))
+
+    # -- events and envelopes
+
+    def _as_event(self, message: Message, *, subtype: str | None) -> Json:
+        event = copy.deepcopy(dict(message))
+        event.pop("metadata", None)
+        if subtype:
+            event["subtype"] = subtype
+        event.update(
+            channel=message.channel,
+            event_ts=message["ts"],
+            channel_type=_channel_type(message.channel),
+        )
+        return event
+
+    def _changed_event(self, channel: str, message: Message, previous: Json) -> Json:
+        ts = self._next_ts()
+        return {
+            "type": "message",
+            "subtype": "message_changed",
+            "hidden": True,
+            "channel": channel,
+            "channel_type": _channel_type(channel),
+            "ts": ts,
+            "event_ts": ts,
+            "message": copy.deepcopy(dict(message)),
+            "previous_message": previous,
+        }
+
+    def _echo(self, event: Json) -> None:
+        """Push an event about the bot's own message, as Slack does, when enabled."""
+        if self.echo_bot_events:
+            self._spawn(self.push_event(event))
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except (TimeoutError, ConnectionError) as err:
+                log.warning("fake Slack could not push an event: %s", err)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _event_body(self, event: Json, event_id: str) -> Json:
+        context = base64.b64encode(json.dumps({"et": event.get("type")}).encode()).decode()
+        return {
+            "token": VERIFICATION_TOKEN,
+            "team_id": self.team_id,
+            "context_team_id": self.team_id,
+            "context_enterprise_id": None,
+            "api_app_id": self.app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(_ts_key(event["event_ts"])[0]) or int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{context}",
+        }
+
+    @staticmethod
+    def _envelope(kind: str, payload: Json, *, accepts_response_payload: bool) -> Json:
+        return {
+            "envelope_id": str(uuid.uuid4()),
+            "payload": payload,
+            "type": kind,
+            "accepts_response_payload": accepts_response_payload,
+        }
+
+    def _action(self, block_id: str, element: Json, value: str | None) -> Json:
+        action: Json = {
+            "action_id": element["action_id"],
+            "block_id": block_id,
+            "type": element.get("type", "button"),
+            "action_ts": f"{time.time():.6f}",
+        }
+        if element.get("type") == "feedback_buttons":
+            button = element["positive_button"]
+            if value is not None and value == element["negative_button"].get("value"):
+                button = element["negative_button"]
+            action.update(text=button.get("text"), value=button.get("value"))
+        else:
+            action.update(text=element.get("text"), value=element.get("value", value))
+            if element.get("style"):
+                action["style"] = element["style"]
+        return action
+
+    def _channel_of(self, message: Json) -> str:
+        if isinstance(message, Message):
+            return message.channel
+        for channel, stored in self.messages.items():
+            if any(m["ts"] == message.get("ts") for m in stored):
+                return channel
+        raise LookupError(f"message {message.get('ts')} is not in the fake workspace")
+
+    @staticmethod
+    def _channel_name(channel: str) -> str:
+        kind = _channel_type(channel)
+        return {"im": "directmessage", "group": "privategroup"}.get(kind, channel.lower())
+
+    def _trigger_id(self) -> str:
+        return f"{int(time.time())}.{_random(8, string.digits)}.{secrets.token_hex(16)}"
+
+    def _response_url_for(self, kind: str) -> str:
+        return f"{self.base_url}/{kind}/{self.team_id}/{_random(12, string.digits)}/{_random(24)}"
+
+    # -- Socket Mode
+
+    async def _link(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket", "")
+        if ticket not in self._tickets:
+            return web.Response(status=401, text="invalid or used ticket")
+        self._tickets.discard(ticket)
+        ws = web.WebSocketResponse()  # autoping: pings are answered with their payload
+        await ws.prepare(request)
+        hello = {
+            "type": "hello",
+            "num_connections": len(self._live_sockets()) + 1,
+            "debug_info": {
+                "host": "applink-fake",
+                "build_number": 1,
+                "approximate_connection_time": 18060,
+            },
+            "connection_info": {"app_id": self.app_id},
+        }
+        await ws.send_str(json.dumps(hello))
+        sock = _Socket(ws)
+        self._sockets.append(sock)
+        self.connections += 1
+        try:
+            async for frame in ws:
+                if frame.type == WSMsgType.TEXT:
+                    self._on_client_frame(frame.data)
+        finally:
+            self._sockets.remove(sock)
+        return ws
+
+    def _on_client_frame(self, data: str) -> None:
+        try:
+            frame = json.loads(data)
+        except ValueError:
+            log.warning("fake Slack got a non-JSON frame: %r", data[:200])
+            return
+        if isinstance(frame, dict) and "envelope_id" in frame:
+            self.acks.append(frame)
+
+    def _live_sockets(self) -> list[_Socket]:
+        return [s for s in self._sockets if not s.retired and not s.ws.closed]
+
+    async def _wait_for_socket(self) -> _Socket:
+        try:
+            await self.wait_for(self._live_sockets, self.connect_wait_s)
+        except TimeoutError:
+            raise TimeoutError(f"no Socket Mode connection within {self.connect_wait_s}s") from None
+        return self._live_sockets()[-1]
+
+    async def _send_envelope(self, envelope: Json) -> str:
+        """Send on the newest open socket, waiting for one if the bot is reconnecting."""
+        frame = json.dumps(envelope)
+        while True:
+            sock = await self._wait_for_socket()
+            try:
+                async with sock.lock:
+                    await sock.ws.send_str(frame)
+            except ConnectionError:
+                sock.retired = True  # it died under us; try the next one
+                continue
+            self.envelopes.append(envelope)
+            return str(envelope["envelope_id"])
+
+    # -- files and response URLs
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        pending = self._pending.get(request.match_info["key"])
+        if pending is None:
+            return web.Response(status=404, text="upload URL not found or expired")
+        if request.content_type == "multipart/form-data":
+            content = b""
+            reader = await request.multipart()
+            async for part in reader:
+                if isinstance(part, BodyPartReader) and part.filename is not None:
+                    content = await part.read()
+                    break
+        else:
+            content = await request.read()
+        pending.content = content
+        return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["team_file"].rpartition("-")[2]
+        stored = self._files.get(file_id)
+        if stored is None:
+            return web.Response(status=404, text=LOGIN_PAGE, content_type="text/html")
+        authorised = (
+            request.headers.get("Authorization") == f"Bearer {self.bot_token}"
+            and "files:read" in self.scopes
+        )
+        self.downloads.append((file_id, authorised))
+        if not authorised:  # Slack answers a sign-in page, status 200
+            return web.Response(text=LOGIN_PAGE, content_type="text/html")
+        disposition = "attachment" if "/download/" in request.path else "inline"
+        name = quote(stored.meta["name"])
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": stored.meta["mimetype"],
+                "Content-Disposition": f"{disposition}; filename*=UTF-8''{name}",
+            }
+        )
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for chunk in _chunks(stored.content, DOWNLOAD_CHUNK):
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        if request.content_type == "application/json":
+            body = await request.json()
+        else:
+            body = dict(await request.post())
+        self.responses.append(body)
+        return web.Response(text="ok", content_type="text/plain")
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.b64encode(f"offset:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: Any) -> int:
+    if not cursor:
+        return 0
+    try:
+        return int(base64.b64decode(str(cursor)).decode().partition(":")[2])
+    except ValueError:
+        raise SlackError("invalid_cursor") from None
+
+
+def _chunks(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
