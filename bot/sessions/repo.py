@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from bot.errors import BotError
@@ -21,4 +22,17 @@ def check_repo_url(url: str) -> str:
         raise BadRepoUrl(f"The repository URL {url[:80]!r} has no host.")
     if parts.username or parts.password:
         raise BadRepoUrl("Remove the credentials from the repository URL: only public ones work.")
+    if _internal(parts.hostname):
+        raise BadRepoUrl(f"{parts.hostname} is a private or local address; use a public host.")
     return url
+
+
+def _internal(host: str) -> bool:
+    """Loopback, private, link-local (cloud metadata) and other non-public addresses."""
+    if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a name; resolving it is the fetcher's business
+    return not address.is_global

@@ -1,0 +1,37 @@
+"""Repository URLs the bot will and will not fetch."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.sessions.repo import BadRepoUrl, check_repo_url
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://github.com/owner/repo", " <https://gitlab.com/a/b.git> ", "https://8.8.8.8/r"],
+)
+def test_public_https_urls_pass(url: str) -> None:
+    assert check_repo_url(url) == url.strip().strip("<>")
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://github.com/o/r", "Only https://"),
+        ("file:///etc", "Only https://"),
+        ("git@github.com:o/r.git", "Only https://"),
+        ("https:///path", "no host"),
+        ("https://user:token@github.com/o/r", "credentials"),
+        ("https://127.0.0.1/r", "private or local"),
+        ("https://localhost/r", "private or local"),
+        ("https://10.1.2.3/r", "private or local"),
+        ("https://192.168.0.1/r", "private or local"),
+        ("https://169.254.169.254/latest/meta-data", "private or local"),
+        ("https://[::1]/r", "private or local"),
+        ("nonsense", "Only https://"),
+    ],
+)
+def test_bad_urls_are_refused_with_a_reason(url: str, why: str) -> None:
+    with pytest.raises(BadRepoUrl, match=why):
+        check_repo_url(url)
