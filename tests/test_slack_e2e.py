@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.fakes.anthropic_api import Reply, text, tool_use
+from tests.fakes.anthropic_api import Reply, http_error, text, tool_use
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, running_bot
 from tests.support import POPULATION_CSV
@@ -183,3 +183,51 @@ async def test_analyze_command(sandbox_root: Path, monkeypatch, tmp_path: Path) 
         await h.wait_for_text(parent["ts"], "data.csv")
     assert "<@U0HUMAN01>" in parent["text"] and url in parent["text"]
     assert "Explore the data files" in h.model.requests[0].messages[0]["content"][-1]["text"]
+
+
+async def test_shutdown_tells_running_threads_and_destroys_sandboxes(
+    backend: str, sandbox_root: Path, monkeypatch
+) -> None:
+    def script(req):
+        return Reply([tool_use("run_code", {"language": "bash", "code": "sleep 60"})])
+
+    async with running_bot(backend, script, sandbox_root, monkeypatch) as h:
+        message = await h.slack.post_user_message(CHANNEL, "long job", mention=True)
+        await h.wait_for_text(message["ts"], "Step 1")
+        assert h.sandboxes_alive() == 1
+    # Leaving the block stops the app, as SIGTERM does.
+    assert "shutting down" in h.texts(message["ts"])
+    assert h.sandboxes_alive() == 0
+
+
+async def test_rate_limits_model_errors_and_joined_questions(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    gate = asyncio.Event()
+
+    async def script(req):
+        question = req.messages[-1]["content"][-1]["text"]
+        if question == "first":
+            await gate.wait()  # hold the run while more questions arrive
+        return Reply([text(f"answer to: {question}")])
+
+    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+        h.slack.fail_next("chat.postMessage", 2)  # 429 with Retry-After: 1, twice
+        message = await h.slack.post_user_message(CHANNEL, "first", mention=True)
+        thread = message["ts"]
+        await h.wait_for_text(thread, "Working on it")
+        for follow_up in ("second", "third"):
+            await h.slack.post_user_message(CHANNEL, follow_up, thread_ts=thread)
+        await asyncio.sleep(0.3)
+        gate.set()
+        await h.wait_for_text(thread, "answer to: second\n\nthird")  # joined into one turn
+        assert "answer to: first" in h.texts(thread)
+        assert len(h.model.requests) == 2
+        # The model API refusing the key: one clear message, the bot carries on.
+        h.model.fail_next(1, http_error(401, "authentication_error"))
+        await h.slack.post_user_message(CHANNEL, "again", thread_ts=thread)
+        await h.wait_for_text(thread, "rejected the API key")
+        await h.slack.post_user_message(CHANNEL, "once more", thread_ts=thread)
+        await h.wait_for_text(thread, "answer to: once more")
+    statuses = [c.status for c in h.slack.calls_to("chat.postMessage")]
+    assert statuses[:2] == [429, 429] and all(s == 200 for s in statuses[2:])
