@@ -39,6 +39,7 @@ test: system $(BIN)/.installed
 bench: system $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip
 	$(BIN)/python -m bench.buddy_run_code
+	$(BIN)/python -m bench.slack_latency
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

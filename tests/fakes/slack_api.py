@@ -113,6 +113,7 @@ class ApiCall:
     status: int = 0
     error: str | None = None  # the `error` answered; None when ok
     verb: str = "POST"
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
@@ -380,6 +381,8 @@ class FakeSlack:
         self.calls: list[ApiCall] = []
         self.acks: list[Json] = []
         self.envelopes: list[Json] = []  # every envelope sent, in order
+        self.sent_at: dict[str, float] = {}  # envelope id -> when it was sent
+        self.acked_at: dict[str, float] = {}  # envelope id -> when its first ack arrived
         self.connections = 0
         self.messages: dict[str, list[Message]] = defaultdict(list)
         self.ephemerals: list[Json] = []
@@ -1270,6 +1273,7 @@ class FakeSlack:
             return
         if isinstance(frame, dict) and "envelope_id" in frame:
             self.acks.append(frame)
+            self.acked_at.setdefault(frame["envelope_id"], time.monotonic())
 
     def _live_sockets(self) -> list[_Socket]:
         return [s for s in self._sockets if not s.retired and not s.ws.closed]
@@ -1288,6 +1292,7 @@ class FakeSlack:
             sock = await self._wait_for_socket()
             try:
                 async with sock.lock:
+                    self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
                     await sock.ws.send_str(frame)
             except ConnectionError:
                 sock.retired = True  # it died under us; try the next one
