@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import logging
 import secrets
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from bot.sessions.repo import check_repo_url
 from bot.sessions.session import Session
 from bot.settings import load_settings
 from bot.slack.app import serve
+from bot.store.sqlite import SqliteStore
 from bot.terminal import TerminalReporter
 
 CHUNK = 1 << 20
@@ -28,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
     commands = root.add_subparsers(dest="command")
     commands.add_parser("slack", help="run the Slack app (the default)")
+    sessions = commands.add_parser("sessions", help="list the stored sessions")
+    sessions.add_argument("action", nargs="?", choices=["list", "export"], default="list")
+    sessions.add_argument("thread", nargs="?", help="for export: the session key or thread ts")
     ask = commands.add_parser("ask", help="analyse data from the terminal")
     ask.add_argument("question", help="what to find out")
     ask.add_argument(
@@ -64,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     try:
-        return asyncio.run(ask(args) if args.command == "ask" else slack())
+        commands = {"ask": lambda: ask(args), "sessions": lambda: list_or_export(args)}
+        return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)
         return 130
@@ -82,6 +90,28 @@ async def slack() -> int:
         loop.add_signal_handler(signum, stop.set)
     await serve(settings, stop)
     return 0
+
+
+async def list_or_export(args: argparse.Namespace) -> int:
+    """`sessions`: one line per session; `sessions export THREAD`: its audit as JSONL."""
+    store = SqliteStore(load_settings().store_path)
+    await store.open()
+    try:
+        records = await store.list_sessions()
+        if args.action == "list":
+            for r in records:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.last_activity))
+                print(f"{r.key}  {r.state:6}  {r.sandbox_id or '-':16}  {when}  ${r.cost_usd:.4f}")
+            return 0
+        matches = [r for r in records if args.thread in (r.key, r.thread_ts)]
+        if not matches:
+            print(f"No session for {args.thread!r}; see `python -m bot sessions`.", file=sys.stderr)
+            return 1
+        for call in await store.tool_calls(matches[0].key):
+            print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
+        return 0
+    finally:
+        await store.close()
 
 
 async def ask(args: argparse.Namespace) -> int:
@@ -103,7 +133,7 @@ async def ask(args: argparse.Namespace) -> int:
 
 async def _converse(session: Session, args: argparse.Namespace) -> int:
     for path in args.csv:
-        taken = await session.add_file(path.name, lambda path=path: read_chunks(path))
+        taken = (await session.add_file(path.name, lambda path=path: read_chunks(path))).file
         print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
     question, code = args.question, 0
     while question:

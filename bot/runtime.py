@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anthropic
@@ -59,12 +60,13 @@ class Runtime:
         """Sandboxes that live sessions of this process hold."""
         return {s.sandbox_id for s in list(self._sessions) if s.sandbox_id}
 
-    def orphan_sweeper(self) -> OrphanSweeper:
+    def orphan_sweeper(self, owned: Callable[[], set[str]] | None = None) -> OrphanSweeper:
+        """`owned`: the sandboxes to spare (default: those of this process's sessions)."""
         s = self.settings
         return OrphanSweeper(
             self.provider,
             s.sandbox_tag,
-            self.owned_sandbox_ids,
+            owned or self.owned_sandbox_ids,
             interval_s=s.orphan_sweep_interval_s,
             min_age_s=s.orphan_min_age_s,
         )

@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
 
     session_idle_timeout: float = Field(default=900, gt=0)
+    store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
+    shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
     slack_posts_per_s: float = Field(default=1.0, gt=0)  # per channel, bursts of 5
     slack_edits_per_s: float = Field(default=0.8, gt=0)  # chat.update is Tier 3: 50 a minute
     max_turns: int = Field(default=15, ge=1, le=200)

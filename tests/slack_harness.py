@@ -62,9 +62,10 @@ def _text_of(value: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def running_bot(
+async def fake_world(
     backend: str, model_fn: Callable, root: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
 ) -> AsyncIterator[Harness]:
+    """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     async with contextlib.AsyncExitStack() as stack:
@@ -84,15 +85,35 @@ async def running_bot(
             slack_posts_per_s=200,
             slack_edits_per_s=200,
             orphan_cleanup=False,
+            store_path=root / "sessions.db",
             **{**extra, **overrides},
         )
-        stop = asyncio.Event()
-        task = asyncio.create_task(serve(settings, stop))
-        try:
-            await slack.wait_for(lambda: slack.connections >= 1 or task.done(), 15)
-            if task.done():
-                task.result()
-            yield Harness(slack, model, buddy, settings, root)
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
+        yield Harness(slack, model, buddy, settings, root)
+
+
+@contextlib.asynccontextmanager
+async def bot_process(h: Harness, **overrides: Any) -> AsyncIterator[None]:
+    """The app's main coroutine, connected to the fakes; stopped as SIGTERM stops it."""
+    settings = h.settings.model_copy(update=overrides)
+    stop = asyncio.Event()
+    connections = h.slack.connections
+    task = asyncio.create_task(serve(settings, stop))
+    try:
+        await h.slack.wait_for(lambda: h.slack.connections > connections or task.done(), 15)
+        if task.done():
+            task.result()
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+@contextlib.asynccontextmanager
+async def running_bot(
+    backend: str, model_fn: Callable, root: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+) -> AsyncIterator[Harness]:
+    async with (
+        fake_world(backend, model_fn, root, monkeypatch, **overrides) as h,
+        bot_process(h),
+    ):
+        yield h

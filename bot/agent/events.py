@@ -33,6 +33,15 @@ class TextEmitted:
 
 
 @dataclass(frozen=True)
+class ModelTurn:
+    """One model response: its usage and cost (None: model not in the price table)."""
+
+    turn: int
+    usage: Usage
+    cost_usd: float | None
+
+
+@dataclass(frozen=True)
 class RunFinished:
     answer: str
     turns: int
@@ -49,7 +58,7 @@ class RunFailed:
     cost_usd: float | None
 
 
-Event = ToolCallStarted | ToolCallFinished | TextEmitted | RunFinished | RunFailed
+Event = ToolCallStarted | ToolCallFinished | TextEmitted | ModelTurn | RunFinished | RunFailed
 
 
 class Reporter(Protocol):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +12,7 @@ import anthropic
 from anthropic.types import Message
 
 from bot.agent.events import (
+    ModelTurn,
     Reporter,
     RunFailed,
     RunFinished,
@@ -28,6 +31,7 @@ LAST_TURN_NOTE = (
     "you have, and say what is still unfinished."
 )
 CANCELLED_NOTE = "The user cancelled the run before this tool call finished."
+INTERRUPTED_NOTE = "The bot restarted before this tool call finished; it did not complete."
 TRUNCATED_CALL_NOTE = (
     "Your reply hit the output token limit before this tool call was complete, so it was not "
     "run. Send shorter code, or split the work into several calls."
@@ -52,12 +56,13 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
 
-    def add(self, message: Message) -> None:
+    def add(self, message: Message) -> ModelTurn:
         self.turns += 1
         usage = Usage.from_api(message.usage)
         self.usage += usage
         cost = response_cost(message.model, usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
+        return ModelTurn(self.turns, usage, cost)
 
 
 class Agent:
@@ -71,10 +76,24 @@ class Agent:
         self._toolbox = toolbox
         self._tools = tool_definitions()
         self.history: list[dict[str, Any]] = []
+        # Called with the history after every change, so a restart can pick it up.
+        self.checkpoint: Callable[[list[dict[str, Any]]], Awaitable[None]] | None = None
+
+    def restore(self, history: list[dict[str, Any]]) -> None:
+        """Continue a saved conversation. A run cut off by a crash may have left tool calls
+        unanswered; they get results saying so, or the API would refuse the history."""
+        self.history = list(history)
+        last = self.history[-1] if self.history else None
+        if last and last["role"] == "assistant":
+            note = ToolOutcome(INTERRUPTED_NOTE, True, "killed")
+            calls = [b for b in last["content"] if b.get("type") == "tool_use"]
+            if calls:
+                self._add_user([_tool_result(c["id"], note) for c in calls])
 
     async def run(self, question: str, context: str, reporter: Reporter) -> RunFinished | RunFailed:
         """Answer `question`; `context` describes the session's files (system prompt tail)."""
         self._add_user([{"type": "text", "text": question}])
+        await self._save()
         run = _Run()
         try:
             return await self._loop(run, context, reporter)
@@ -87,11 +106,12 @@ class Agent:
         system = system_blocks(context)
         while True:
             message = await create_message(self._client, self._params(system), self._config.retry)
-            run.add(message)
+            await reporter(run.add(message))
             stop = message.stop_reason or "end_turn"
             if stop == "refusal":
                 return await self._refused(run, message, reporter)
             self.history.append({"role": "assistant", "content": _dump(message.content)})
+            await self._save()
             calls = [b for b in message.content if b.type == "tool_use"]
             if stop == "pause_turn":
                 continue  # the server paused its own loop; sending the turn back resumes it
@@ -141,6 +161,7 @@ class Agent:
             if last_next:
                 results.append({"type": "text", "text": LAST_TURN_NOTE})
             self._add_user(results)
+            await asyncio.shield(self._save())
 
     async def _run_tool(self, call: Any, reporter: Reporter) -> ToolOutcome:
         args = call.input if isinstance(call.input, dict) else {}
@@ -184,6 +205,10 @@ class Agent:
         finished = RunFinished(answer or "(no answer text)", run.turns, run.usage, run.cost, stop)
         await reporter(finished)
         return finished
+
+    async def _save(self) -> None:
+        if self.checkpoint is not None:
+            await self.checkpoint(self.history)
 
     def _add_user(self, blocks: list[dict[str, Any]]) -> None:
         """Append user content, merging into a trailing user message (roles must alternate)."""

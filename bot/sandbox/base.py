@@ -109,6 +109,11 @@ class Sandbox(Protocol):
 class SandboxProvider(Protocol):
     async def create(self, spec: SandboxSpec) -> Sandbox: ...
 
+    async def attach(self, sandbox_id: str) -> Sandbox | None:
+        """The existing sandbox `sandbox_id` (after a restart), or None if it is gone or
+        unusable."""
+        ...
+
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         """The sandboxes carrying `tag` (for orphan clean-up)."""
         ...

@@ -176,6 +176,20 @@ class BuddyProvider:
         self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
+    async def attach(self, sandbox_id: str) -> BuddySandbox | None:
+        """A sandbox made by an earlier process, if it is still running and ready. A stopped
+        one (Buddy's inactivity timeout) counts as gone: its processes are gone anyway."""
+        if sandbox_id in self._sandboxes:
+            return self._sandboxes[sandbox_id]
+        try:
+            view = await self._get_sandbox(sandbox_id, "checking a sandbox")
+        except SandboxGone:
+            return None
+        if not booted(view):
+            return None
+        sandbox = self._sandboxes[sandbox_id] = BuddySandbox(self, sandbox_id)
+        return sandbox
+
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         """This bot's sandboxes carrying `tag`. The list shows no tags (and has no filter),
         so each candidate is read; only identifiers this backend makes are candidates."""

@@ -128,6 +128,16 @@ class LocalProvider:
             raise
         return sandbox
 
+    async def attach(self, sandbox_id: str) -> LocalSandbox | None:
+        """A sandbox left by an earlier process: its folder is all there is to it."""
+        if sandbox_id in self._sandboxes:
+            return self._sandboxes[sandbox_id]
+        home = self.root / sandbox_id
+        if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
+            return None
+        sandbox = self._sandboxes[sandbox_id] = LocalSandbox(self, sandbox_id, home)
+        return sandbox
+
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         return await asyncio.to_thread(tagged, self.root, tag)
 

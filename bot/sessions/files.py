@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HEADER_MAX_BYTES = 4096
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -32,13 +34,19 @@ class Tap:
 
     size: int = 0
     _head: bytearray = field(default_factory=bytearray)
+    _digest: Any = field(default_factory=hashlib.sha256)
 
     async def through(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             self.size += len(chunk)
+            self._digest.update(chunk)
             if len(self._head) < HEADER_MAX_BYTES:
                 self._head += chunk[: HEADER_MAX_BYTES - len(self._head)]
             yield chunk
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
 
     @property
     def header(self) -> str:
@@ -58,6 +66,7 @@ class Spooled:
     path: Path
     size: int
     header: str
+    sha256: str
 
 
 async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
@@ -72,7 +81,7 @@ async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
     except BaseException:
         await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
-    return Spooled(path, tap.size, tap.header)
+    return Spooled(path, tap.size, tap.header, tap.sha256)
 
 
 async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:

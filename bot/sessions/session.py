@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,7 @@ class Intake:
     name: str
     file: DataFile
     opener: FileOpener
+    sha256: str = ""
 
 
 class Session:
@@ -67,6 +68,9 @@ class Session:
         self._notes: list[str] = []
         self._turn_lock = asyncio.Lock()
         self.agent = make_agent(self.sandbox)
+        # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
+        self.on_sandbox: Callable[[str | None], Awaitable[None]] | None = None
+        self._background: asyncio.Task[None] | None = None
 
     @property
     def files(self) -> list[DataFile]:
@@ -84,10 +88,24 @@ class Session:
         if self._sandbox_task is not None:
             return
         self._sandbox_task = asyncio.create_task(self._provider.create(self._spec))
+        self._sandbox_task.add_done_callback(self._report_sandbox)
         self._sandboxes_made += 1
         if self._sandboxes_made > 1:
             self._uploads += [self._upload_later(i.file.path, i.opener()) for i in self.intakes]
             self._notes.append(self._fresh_sandbox_note())
+
+    def adopt(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
+        """Take over a sandbox that already holds these files (after a restart)."""
+        future: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
+        future.set_result(sandbox)
+        self._sandbox_task = future  # type: ignore[assignment]
+        self._sandboxes_made = 1
+        self.intakes = list(intakes)
+
+    def remember(self, intakes: list[Intake]) -> None:
+        """Files taken in before a restart whose sandbox is gone: fetched again on start."""
+        self.intakes = list(intakes)
+        self._sandboxes_made = 1  # the next sandbox is a fresh one, and the model is told
 
     async def sandbox(self) -> Sandbox:
         """The sandbox, once it exists and every file queued for it has arrived."""
@@ -118,7 +136,7 @@ class Session:
         await asyncio.wait([task])
         return None if task.cancelled() or task.exception() else task.result()
 
-    async def add_file(self, name: str, opener: FileOpener) -> DataFile:
+    async def add_file(self, name: str, opener: FileOpener) -> Intake:
         """Take a file in under a safe, unique name in the uploads folder.
 
         It is first spooled to local disk, so the model can be told about it (size, first
@@ -129,9 +147,10 @@ class Session:
         self.start()
         spooled = await spool(opener(), self._spool_dir)
         data_file = DataFile(path=path, size=spooled.size, header=spooled.header)
-        self.intakes.append(Intake(name, data_file, opener))
+        intake = Intake(name, data_file, opener, spooled.sha256)
+        self.intakes.append(intake)
         self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
-        return data_file
+        return intake
 
     async def ask(self, question: str, reporter: Reporter) -> RunFinished | RunFailed:
         async with self._turn_lock:
@@ -177,6 +196,12 @@ class Session:
         self._sandbox_task = None
         if sandbox and destroy:
             await sandbox.destroy()
+            if self.on_sandbox is not None:
+                await self.on_sandbox(None)
+
+    def _report_sandbox(self, task: asyncio.Task[Sandbox]) -> None:
+        if self.on_sandbox is not None and not task.cancelled() and not task.exception():
+            self._background = asyncio.create_task(self.on_sandbox(task.result().id))
 
     def _upload_later(
         self, path: str, chunks: AsyncIterator[bytes], spooled: Spooled | None = None

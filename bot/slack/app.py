@@ -22,6 +22,7 @@ from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
 from bot.slack.poster import SlackPoster
 from bot.slack.render import STOP_ACTION
+from bot.store.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
@@ -79,8 +80,11 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Run the app until `stop` is set, then shut down cleanly."""
+    """Run the app until `stop` is set, then shut down (sessions and sandboxes are kept for
+    the next start; a turn still running after the grace period is interrupted)."""
     bot_token, app_token = slack_tokens(settings)
+    store = SqliteStore(settings.store_path)
+    await store.open()
     runtime = Runtime.from_settings(settings)
     client = build_client(bot_token, settings.slack_api_url)
     http = aiohttp.ClientSession()
@@ -88,20 +92,23 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         client, posts_per_s=settings.slack_posts_per_s, edits_per_s=settings.slack_edits_per_s
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
-    bot = SlackBot(runtime, poster, files, idle_timeout_s=settings.session_idle_timeout)
-    sweeper = runtime.orphan_sweeper()
+    bot = SlackBot(runtime, store, poster, files, idle_timeout_s=settings.session_idle_timeout)
+    sweeper = runtime.orphan_sweeper(owned=bot.manager.owned_sandbox_ids)
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
     try:
+        interrupted = await bot.manager.restore()
         if settings.orphan_cleanup:
             sweeper.start()
         bot.manager.start_reaper()
         await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
         log.info("Connected to Slack (Socket Mode); sandboxes: %s", settings.backend)
+        await bot.tell_interrupted(interrupted)
         await stop.wait()
         log.info("Shutting down")
     finally:
-        await handler.close_async()
+        await handler.close_async()  # no new events from here on
         await sweeper.stop()
-        await bot.shutdown()
+        await bot.shutdown(settings.shutdown_grace_s)
         await http.close()
         await runtime.close()
+        await store.close()

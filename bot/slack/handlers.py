@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.events import RunFinished
+from bot.agent.events import Event, Reporter, RunFinished
 from bot.errors import BotError
 from bot.runtime import Runtime
 from bot.sessions.manager import SessionManager
@@ -20,6 +20,7 @@ from bot.sessions.session import Session
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import SlackProgress
+from bot.store.base import RunRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,15 @@ EXPLORE = (
 )
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 OUTPUT_MAX_BYTES = 50 << 20
-SHUTDOWN_NOTE = "The bot is shutting down, so this run was stopped. Ask again in a minute."
+SHUTDOWN_NOTE = (
+    "The bot is restarting, so this run was interrupted. Reply here (for example "
+    '"continue") in a minute to pick it up; the conversation and files are kept.'
+)
+INTERRUPTED_NOTE = (
+    ":warning: The bot restarted while working on this thread, so that work was "
+    'interrupted. Reply here (for example "continue") to pick it up; the conversation '
+    "and files are kept."
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,11 @@ class ThreadRef:
     @property
     def key(self) -> str:
         return f"{self.team}:{self.channel}:{self.ts}"
+
+    @classmethod
+    def from_key(cls, key: str) -> ThreadRef:
+        team, channel, ts = key.split(":", 2)
+        return cls(team, channel, ts)
 
 
 class Seen:
@@ -70,15 +84,26 @@ def error_ref(exc: BaseException, what: str) -> str:
 
 class SlackBot:
     def __init__(
-        self, runtime: Runtime, poster: SlackPoster, files: SlackFiles, *, idle_timeout_s: float
+        self,
+        runtime: Runtime,
+        store: Store,
+        poster: SlackPoster,
+        files: SlackFiles,
+        *,
+        idle_timeout_s: float,
     ) -> None:
-        self.manager = SessionManager(runtime, idle_timeout_s=idle_timeout_s, on_idle=self.on_idle)
+        self.manager = SessionManager(
+            runtime,
+            store,
+            idle_timeout_s=idle_timeout_s,
+            on_idle=self.on_idle,
+            opener_for=lambda source: lambda: files.stream(source),
+        )
         self.poster = poster
         self.files = files
         self.seen = Seen()
         self._runs: dict[str, str] = {}  # run id -> thread key, for the Stop button
         self._stopped_by: dict[str, str] = {}
-        self._refs: dict[str, ThreadRef] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.shutting_down = False
 
@@ -102,7 +127,7 @@ class SlackBot:
         if bot_user_id and f"<@{bot_user_id}>" in text:
             return  # a mention: the app_mention event handles it
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or "")
-        if not ref.ts or self.manager.get(ref.key) is None or self.shutting_down:
+        if not ref.ts or not self.manager.knows(ref.key) or self.shutting_down:
             return  # not in a thread the bot works in
         if self.seen.first_time(body.get("event_id", ""), _message_id(event)):
             await self._take(ref, event, text.strip())
@@ -127,7 +152,7 @@ class SlackBot:
             self._stopped_by[run_id] = user
 
     async def on_idle(self, session: Session) -> None:
-        ref = self._refs[session.key]
+        ref = ThreadRef.from_key(session.key)
         await self.poster.post(
             ref.channel,
             ref.ts,
@@ -135,25 +160,34 @@ class SlackBot:
             "pick up where we left off: the files will be loaded again.",
         )
 
-    async def shutdown(self) -> None:
-        """Stop taking work, stop running threads (they say so), destroy every sandbox."""
+    async def shutdown(self, grace_s: float) -> None:
+        """Stop taking work; running turns get `grace_s` to finish, then are interrupted
+        (their threads say so). Sandboxes are kept for the next start."""
         self.shutting_down = True
         for task in list(self._tasks):
             task.cancel()
-        await self.manager.close()
+        await self.manager.shutdown(grace_s)
+
+    async def tell_interrupted(self, runs: list[RunRecord]) -> None:
+        """After a crash: the threads whose work was cut off are told how to go on."""
+        for run in runs:
+            ref = ThreadRef.from_key(run.key)
+            try:
+                await self.poster.post(ref.channel, ref.ts, INTERRUPTED_NOTE)
+            except Exception as exc:
+                error_ref(exc, f"telling {run.key} about an interrupted run")
 
     # -- the work --
 
     async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
-        self._refs[ref.key] = ref
-        session = self.manager.open(ref.key)
-        await self._take_files(ref, session, event.get("files") or [])
+        await self.manager.open(ref.key)
+        await self._take_files(ref, event.get("files") or [])
         if question:
-            self.manager.submit(ref.key, question, lambda s, q: self._run(ref, s, q))
+            self.manager.submit(ref.key, question, lambda s, q, a: self._run(ref, s, q, a))
         elif not event.get("files"):
             await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
 
-    async def _take_files(self, ref: ThreadRef, session: Session, files: list[dict]) -> None:
+    async def _take_files(self, ref: ThreadRef, files: list[dict]) -> None:
         for file in files:
             name = file.get("name") or file.get("id", "file")
             if data_kind(file) is None:
@@ -163,7 +197,8 @@ class SlackBot:
                 )  # fmt: skip
                 continue
             try:
-                taken = await session.add_file(name, lambda file=file: self.files.stream(file))
+                opener = lambda f=file: self.files.stream(f)  # noqa: E731
+                taken = await self.manager.add_file(ref.key, name, opener, file)
             except BotError as exc:
                 await self.poster.post(ref.channel, ref.ts, f":warning: {exc}")
                 continue
@@ -183,17 +218,22 @@ class SlackBot:
         asked = f": {question}" if question else ""
         ts = await self.poster.post(channel, None, f"<@{user}> asked me to analyze {url}{asked}")
         ref = ThreadRef(command.get("team_id", ""), channel, ts)
-        self._refs[ref.key] = ref
-        self.manager.open(ref.key, repo_url=url)
-        self.manager.submit(ref.key, question or EXPLORE, lambda s, q: self._run(ref, s, q))
+        await self.manager.open(ref.key, repo_url=url)
+        run = lambda s, q, a: self._run(ref, s, q, a)  # noqa: E731
+        self.manager.submit(ref.key, question or EXPLORE, run)
 
-    async def _run(self, ref: ThreadRef, session: Session, question: str) -> None:
+    async def _run(self, ref: ThreadRef, session: Session, question: str, audit: Reporter) -> None:
         run_id = secrets.token_hex(6)
         self._runs[run_id] = ref.key
         progress = SlackProgress(self.poster, ref.channel, ref.ts, run_id)
+
+        async def report(event: Event) -> None:
+            await audit(event)
+            await progress(event)
+
         try:
             await progress.begin()
-            result = await _ask_watching_sandbox(session, question, progress)
+            result = await _ask_watching_sandbox(session, question, report)
             if isinstance(result, RunFinished):
                 await self._share_outputs(ref, session)
         except asyncio.CancelledError:
@@ -209,7 +249,6 @@ class SlackBot:
             await progress.failed(f"Something went wrong on my side (ref {ref_id}).")
         finally:
             self._runs.pop(run_id, None)
-            self.manager.touch(ref.key)
 
     async def _share_outputs(self, ref: ThreadRef, session: Session) -> None:
         uploads = []
@@ -229,9 +268,9 @@ class SlackBot:
             )
 
 
-async def _ask_watching_sandbox(session: Session, question: str, progress: SlackProgress) -> Any:
+async def _ask_watching_sandbox(session: Session, question: str, reporter: Reporter) -> Any:
     """Run the question while the sandbox boots; if the sandbox fails, say that instead."""
-    ask = asyncio.create_task(session.ask(question, progress))
+    ask = asyncio.create_task(session.ask(question, reporter))
     ready = asyncio.create_task(session.sandbox())
     try:
         await asyncio.wait([ask, ready], return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,33 @@
+"""Durable session state: sessions, their history, files, runs, costs and tool calls."""
+
+from bot.store.base import (
+    RUN_OUTCOMES,
+    SESSION_STATES,
+    SESSION_UPDATABLE,
+    FileRecord,
+    NotFound,
+    RunOutcome,
+    RunRecord,
+    SessionRecord,
+    SessionState,
+    Store,
+    StoreError,
+    ToolCallRecord,
+)
+from bot.store.sqlite import SqliteStore
+
+__all__ = [
+    "RUN_OUTCOMES",
+    "SESSION_STATES",
+    "SESSION_UPDATABLE",
+    "FileRecord",
+    "NotFound",
+    "RunOutcome",
+    "RunRecord",
+    "SessionRecord",
+    "SessionState",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "ToolCallRecord",
+]

@@ -1,0 +1,142 @@
+"""The `Store` seam: durable session state, so a thread can resume after a restart or crash.
+
+Kept small and record-shaped so that a shared store (Redis) for several replicas can
+implement it as well as the local SQLite one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+# active: has a sandbox. idle: its sandbox was destroyed after quiet time. closed: its
+# sandbox is gone for another reason. An idle or closed session resumes on the next message.
+SessionState = Literal["active", "idle", "closed"]
+SESSION_STATES: tuple[SessionState, ...] = ("active", "idle", "closed")
+
+RunOutcome = Literal["finished", "failed", "stopped", "interrupted"]
+RUN_OUTCOMES: tuple[RunOutcome, ...] = ("finished", "failed", "stopped", "interrupted")
+
+# The session fields `update_session` may change; the rest are fixed when it is made.
+SESSION_UPDATABLE = frozenset({"sandbox_id", "state", "last_activity", "repo_url"})
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (not open, schema too new, ...)."""
+
+
+class NotFound(StoreError, LookupError):
+    """A write refers to a session or run that is not in the store."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    key: str  # "team:channel:thread_ts"
+    team: str
+    channel: str
+    thread_ts: str
+    sandbox_id: str | None
+    state: SessionState
+    repo_url: str | None
+    created_at: float  # Unix time
+    last_activity: float
+    cost_usd: float = 0.0  # the sum of its turns' costs; ignored by save_session
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A file the thread took in."""
+
+    slack_file_id: str
+    name: str
+    size: int
+    sha256: str
+    sandbox_path: str
+    source: dict[str, Any]  # enough to fetch it again: the Slack file object
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """The audit record of one tool call."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    language: str | None
+    code: str
+    status: str
+    exit_code: int | None
+    duration_s: float
+    excerpt: str
+    at: float
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    key: str
+    run_id: str
+    question: str
+    started_at: float
+    ended_at: float | None
+    outcome: RunOutcome | None  # None while in flight
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable session state. Writes naming a session or run that does not exist raise NotFound."""
+
+    async def open(self) -> None:
+        """Connect, and create or upgrade the schema."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Insert or replace the session's fields; its history, files and runs are kept."""
+        ...
+
+    async def get_session(self, key: str) -> SessionRecord | None: ...
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        """All sessions, the most recently active first."""
+        ...
+
+    async def update_session(self, key: str, **fields: Any) -> None:
+        """Change some of SESSION_UPDATABLE: sandbox_id, state, last_activity, repo_url."""
+        ...
+
+    async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
+        """Replace the conversation (any JSON-able messages)."""
+        ...
+
+    async def load_history(self, key: str) -> list[dict[str, Any]]:
+        """The conversation, or [] when none was saved."""
+        ...
+
+    async def add_file(self, key: str, file: FileRecord) -> None: ...
+
+    async def files(self, key: str) -> list[FileRecord]:
+        """The session's files in the order they were taken in."""
+        ...
+
+    async def start_run(self, key: str, run_id: str, question: str, at: float) -> None: ...
+
+    async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
+        """Record how a run ended; a run already ended keeps its first outcome."""
+        ...
+
+    async def runs_in_flight(self) -> list[RunRecord]:
+        """Runs started and never ended (their process died), the oldest first."""
+        ...
+
+    async def add_turn(
+        self, key: str, run_id: str, usage: dict[str, int], cost_usd: float | None, at: float
+    ) -> None:
+        """Record one model turn's token usage and cost (None when the price is unknown)."""
+        ...
+
+    async def add_tool_call(self, key: str, call: ToolCallRecord) -> None: ...
+
+    async def tool_calls(self, key: str) -> list[ToolCallRecord]:
+        """The session's tool calls in the order they were recorded."""
+        ...

@@ -1,0 +1,132 @@
+"""Restarts, deploys and crashes: nothing a user cares about is lost, nothing leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from bot.settings import Settings
+from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
+from tests.support import POPULATION_CSV
+
+LIST_UPLOADS = "import os; print(sorted(os.listdir('/buddy/work/uploads')))"
+
+
+def last_question(req: ModelRequest) -> str:
+    for message in reversed(req.messages):
+        if message["role"] == "user":
+            texts = [b["text"] for b in message["content"] if b.get("type") == "text"]
+            if texts:
+                return texts[-1]
+    return ""
+
+
+def script(req: ModelRequest) -> Reply:
+    """'slow': a long command. Anything else: list the uploads and answer with them."""
+    results = req.tool_results()
+    if results and "--- stdout ---" in results[-1].text:
+        listing = results[-1].text.split("--- stdout ---\n")[1].split("\n")[0]
+        return Reply([text(f"files: {listing} (turns so far: {req.turn})")])
+    code = "sleep 30" if last_question(req) == "slow" else LIST_UPLOADS
+    return Reply(
+        [
+            tool_use(
+                "run_code", {"language": "bash" if code == "sleep 30" else "python", "code": code}
+            )
+        ]
+    )
+
+
+def answers(h: Harness, thread: str) -> list[str]:
+    return [
+        t for t in (m.get("text") or "" for m in h.bot_messages(thread)) if t.startswith("files:")
+    ]
+
+
+async def mention_with_csv(h: Harness, question: str) -> str:
+    csv = h.slack.add_file(POPULATION_CSV.name, POPULATION_CSV.read_bytes())
+    message = await h.slack.post_user_message(CHANNEL, question, files=[csv], mention=True)
+    return message["ts"]
+
+
+def sandboxes_made(h: Harness) -> int:
+    if h.buddy is not None:
+        return len(h.buddy.requests_to("POST", r"/sandboxes$"))
+    return h.sandboxes_alive()  # local folders are only removed on destroy
+
+
+async def test_restart_with_idle_sessions_reuses_their_sandboxes(
+    backend: str, sandbox_root: Path, monkeypatch
+) -> None:
+    async with fake_world(backend, script, sandbox_root, monkeypatch) as h:
+        async with bot_process(h):
+            thread = await mention_with_csv(h, "what files?")
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 20)
+        assert h.sandboxes_alive() == 1  # a deploy keeps it
+        async with bot_process(h):
+            await h.slack.post_user_message(CHANNEL, "and now?", thread_ts=thread)
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 2, 20)
+        assert sandboxes_made(h) == 1  # reused, not recreated
+        assert answers(h, thread)[-1].startswith("files: ['population_2000_2010_2020.csv']")
+        # The second question was answered with the first conversation in the history.
+        assert "(turns so far: 3)" in answers(h, thread)[-1]
+
+
+async def test_sigterm_lets_a_short_run_finish(sandbox_root: Path, monkeypatch) -> None:
+    def quick(req: ModelRequest) -> Reply:
+        if not req.tool_results():
+            return Reply([tool_use("run_code", {"language": "bash", "code": "sleep 1; echo done"})])
+        return Reply([text("finished in time")])
+
+    async with fake_world("local", quick, sandbox_root, monkeypatch, shutdown_grace_s=10) as h:
+        async with bot_process(h):
+            message = await h.slack.post_user_message(CHANNEL, "go", mention=True)
+            await h.wait_for_text(message["ts"], "Step 1")
+        # The app was told to stop while the command ran; it finished the turn first.
+        assert "finished in time" in h.texts(message["ts"])
+        assert "interrupted" not in h.texts(message["ts"])
+
+
+def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
+    """The settings as the environment variables a fresh bot process reads."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "ANTHROPIC_", "BUDDY_", "SANDBOX_"))
+    }
+    for name, value in {**settings.model_dump(), **extra}.items():
+        if value is not None:
+            value = value.get_secret_value() if isinstance(value, SecretStr) else value
+            env[name.upper()] = str(value)
+    return env
+
+
+async def test_crash_mid_run_then_restart(backend: str, sandbox_root: Path, monkeypatch) -> None:
+    async with fake_world(backend, script, sandbox_root, monkeypatch) as h:
+        env = settings_env(h.settings)
+        connections = h.slack.connections
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", env=env, cwd=sandbox_root,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            await h.slack.wait_for(lambda: h.slack.connections > connections, 30)
+            thread = await mention_with_csv(h, "slow")
+            await h.wait_for_text(thread, "Step 1", timeout=30)
+        finally:
+            proc.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
+            await proc.wait()
+        async with bot_process(h, orphan_cleanup=True, orphan_min_age_s=0):
+            await h.wait_for_text(thread, "The bot restarted while working on this thread")
+            await h.slack.post_user_message(CHANNEL, "continue", thread_ts=thread)
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 30)
+            assert h.sandboxes_alive() == 1  # the thread's own; nothing leaked
+        assert answers(h, thread)[0].startswith("files: ['population_2000_2010_2020.csv']")
+        assert "Traceback" not in h.texts(thread)
