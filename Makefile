@@ -40,6 +40,7 @@ bench: system $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip
 	$(BIN)/python -m bench.buddy_run_code
 	$(BIN)/python -m bench.slack_latency
+	$(BIN)/python -m bench.kill_restart
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -130,3 +131,29 @@ async def test_crash_mid_run_then_restart(backend: str, sandbox_root: Path, monk
             assert h.sandboxes_alive() == 1  # the thread's own; nothing leaked
         assert answers(h, thread)[0].startswith("files: ['population_2000_2010_2020.csv']")
         assert "Traceback" not in h.texts(thread)
+
+
+async def test_sessions_command_lists_and_exports_the_audit(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with fake_world("local", script, sandbox_root, monkeypatch) as h:
+        async with bot_process(h):
+            thread = await mention_with_csv(h, "what files?")
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 20)
+        env = settings_env(h.settings)
+        listed = await _run_bot(env, sandbox_root, "sessions")
+        exported = await _run_bot(env, sandbox_root, "sessions", "export", thread)
+    assert f"T0FAKE001:{CHANNEL}:{thread}" in listed and "active" in listed and "$" in listed
+    records = [json.loads(line) for line in exported.splitlines()]
+    assert [r["tool"] for r in records] == ["run_code"]
+    assert records[0]["code"] == LIST_UPLOADS and records[0]["status"] == "ok"
+
+
+async def _run_bot(env: dict[str, str], cwd: Path, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args, env=env, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
