@@ -18,6 +18,7 @@ from pathlib import Path
 from bot.agent.events import RunFinished
 from bot.errors import BotError, ConfigError
 from bot.runtime import Runtime
+from bot.scrub import Scrubber, ScrubbingFilter
 from bot.sessions.repo import check_repo_url
 from bot.sessions.session import Session
 from bot.settings import load_settings
@@ -70,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    scrubbing = ScrubbingFilter(Scrubber(_secrets_for_logs()))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(scrubbing)
     try:
         commands = {"ask": lambda: ask(args), "sessions": lambda: list_or_export(args)}
         return asyncio.run(commands.get(args.command, slack)())
@@ -79,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _secrets_for_logs() -> list[str]:
+    try:
+        return load_settings().secret_values()
+    except ConfigError:
+        return []  # reported, with its fix, where the settings are used
 
 
 async def slack() -> int:

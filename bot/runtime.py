@@ -15,6 +15,7 @@ from bot.agent.tools import SandboxGetter, Toolbox
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.local import LocalProvider
+from bot.scrub import Scrubber
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.session import Session
 from bot.settings import Settings
@@ -36,6 +37,10 @@ class Runtime:
     settings: Settings
     client: anthropic.AsyncAnthropic
     provider: SandboxProvider
+
+    @property
+    def scrubber(self) -> Scrubber:
+        return Scrubber(self.settings.secret_values())
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Runtime:
@@ -84,6 +89,7 @@ class Runtime:
             default_timeout_s=min(60, s.tool_timeout_s),
             max_timeout_s=s.tool_timeout_s,
             output_chars=s.tool_output_chars,
+            scrubber=self.scrubber,
         )
         return Agent(self.client, config, toolbox)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bot.agent.clip import clip, last_lines
 from bot.errors import BotError
 from bot.sandbox.base import WORK_DIR, ExecResult, Sandbox
+from bot.scrub import NO_SECRETS, Scrubber
 
 READ_FILE_MAX_BYTES = 256 * 1024
 
@@ -107,13 +108,21 @@ class Toolbox:
         default_timeout_s: int,
         max_timeout_s: int,
         output_chars: int,
+        scrubber: Scrubber = NO_SECRETS,
     ) -> None:
         self._sandbox = sandbox
+        self._scrubber = scrubber
         self._default_timeout_s = default_timeout_s
         self._max_timeout_s = max_timeout_s
         self._output_chars = output_chars
 
     async def call(self, name: str, raw_input: Any) -> ToolOutcome:
+        """Run one tool call; what it returns has any configured secret scrubbed out."""
+        outcome = await self._call(name, raw_input)
+        scrub = self._scrubber.text
+        return replace(outcome, content=scrub(outcome.content), excerpt=scrub(outcome.excerpt))
+
+    async def _call(self, name: str, raw_input: Any) -> ToolOutcome:
         spec = TOOLS.get(name)
         if spec is None:
             return _invalid(f"Unknown tool {name!r}. Available: {', '.join(TOOLS)}.")

@@ -89,7 +89,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     client = build_client(bot_token, settings.slack_api_url)
     http = aiohttp.ClientSession()
     poster = SlackPoster(
-        client, posts_per_s=settings.slack_posts_per_s, edits_per_s=settings.slack_edits_per_s
+        client,
+        posts_per_s=settings.slack_posts_per_s,
+        edits_per_s=settings.slack_edits_per_s,
+        scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
     bot = SlackBot(runtime, store, poster, files, idle_timeout_s=settings.session_idle_timeout)

@@ -263,9 +263,7 @@ class SlackBot:
         if not any(u["filename"] == "report.md" for u in uploads):
             await self.poster.post(ref.channel, ref.ts, "_No report.md was written this time._")
         if uploads:
-            await self.poster.client.files_upload_v2(
-                channel=ref.channel, thread_ts=ref.ts, file_uploads=uploads
-            )
+            await self.poster.upload(ref.channel, ref.ts, uploads)
 
 
 async def _ask_watching_sandbox(session: Session, question: str, reporter: Reporter) -> Any:

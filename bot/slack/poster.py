@@ -17,6 +17,8 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.scrub import NO_SECRETS, Scrubber
+
 log = logging.getLogger(__name__)
 
 
@@ -50,9 +52,15 @@ class _Edit:
 
 class SlackPoster:
     def __init__(
-        self, client: AsyncWebClient, *, posts_per_s: float = 1.0, edits_per_s: float = 0.8
+        self,
+        client: AsyncWebClient,
+        *,
+        posts_per_s: float = 1.0,
+        edits_per_s: float = 0.8,
+        scrubber: Scrubber = NO_SECRETS,
     ) -> None:
         self.client = client
+        self.scrub = scrubber
         self._posts: defaultdict[str, TokenBucket] = defaultdict(
             lambda: TokenBucket(posts_per_s, burst=5)
         )
@@ -66,13 +74,16 @@ class SlackPoster:
         """Post a message (in a thread when `thread_ts`); returns its ts."""
         await self._posts[channel].take()
         response = await self.client.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=text, blocks=blocks
+            channel=channel,
+            thread_ts=thread_ts,
+            text=self.scrub.text(text),
+            blocks=self.scrub.data(blocks),
         )
         return str(response["ts"])
 
     def edit(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
         """Replace a message's content soon; a newer edit of it supersedes this one."""
-        self._pending[ts] = _Edit(channel, ts, text, blocks)
+        self._pending[ts] = _Edit(channel, ts, self.scrub.text(text), self.scrub.data(blocks))
         flusher = self._flushers.get(ts)
         if flusher is None or flusher.done():
             self._flushers[ts] = asyncio.create_task(self._flush(ts))
@@ -91,8 +102,13 @@ class SlackPoster:
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         await self.client.chat_postEphemeral(
-            channel=channel, user=user, text=text, thread_ts=thread_ts
+            channel=channel, user=user, text=self.scrub.text(text), thread_ts=thread_ts
         )
+
+    async def upload(self, channel: str, thread_ts: str, files: list[dict[str, Any]]) -> None:
+        """Attach files to a thread (files_upload_v2), their contents scrubbed."""
+        clean = [{**f, "content": self.scrub.bytes(f["content"])} for f in files]
+        await self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
 
     async def _flush(self, ts: str) -> None:
         while edit := self._pending.pop(ts, None):
