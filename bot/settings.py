@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     session_idle_timeout: float = Field(default=900, gt=0)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
+    allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
+    allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone
+    allow_dms: bool = True
+    max_file_bytes: int = Field(default=200 << 20, gt=0)
+    max_files_per_thread: int = Field(default=20, gt=0)
+    repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any
     slack_posts_per_s: float = Field(default=1.0, gt=0)  # per channel, bursts of 5
     slack_edits_per_s: float = Field(default=0.8, gt=0)  # chat.update is Tier 3: 50 a minute
     max_turns: int = Field(default=15, ge=1, le=200)
@@ -65,6 +71,10 @@ class Settings(BaseSettings):
         if self.sandbox_backend is None:
             self.sandbox_backend = "buddy" if self.buddy_token else "local"
         return self
+
+    @staticmethod
+    def id_list(value: str) -> frozenset[str]:
+        return frozenset(part.strip() for part in value.split(",") if part.strip())
 
     @property
     def backend(self) -> Literal["buddy", "local"]:

@@ -12,8 +12,9 @@ class BadRepoUrl(BotError):
     """A repository URL the bot will not fetch; the message says why."""
 
 
-def check_repo_url(url: str) -> str:
-    """Accept only public https URLs without credentials; returns the URL stripped."""
+def check_repo_url(url: str, hosts: frozenset[str] = frozenset()) -> str:
+    """Accept only public https URLs without credentials (and, when `hosts` is given, only
+    on those hosts); returns the URL stripped."""
     url = url.strip().strip("<>")
     parts = urlsplit(url)
     if parts.scheme != "https":
@@ -24,6 +25,10 @@ def check_repo_url(url: str) -> str:
         raise BadRepoUrl("Remove the credentials from the repository URL: only public ones work.")
     if _internal(parts.hostname):
         raise BadRepoUrl(f"{parts.hostname} is a private or local address; use a public host.")
+    if hosts and parts.hostname not in hosts:
+        raise BadRepoUrl(
+            f"Repositories on {parts.hostname} are not allowed here: {', '.join(sorted(hosts))}."
+        )
     return url
 
 

@@ -20,6 +20,7 @@ from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
+from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import STOP_ACTION
 from bot.store.sqlite import SqliteStore
@@ -95,7 +96,14 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
-    bot = SlackBot(runtime, store, poster, files, idle_timeout_s=settings.session_idle_timeout)
+    bot = SlackBot(
+        runtime,
+        store,
+        poster,
+        files,
+        idle_timeout_s=settings.session_idle_timeout,
+        policy=Policy.from_settings(settings),
+    )
     sweeper = runtime.orphan_sweeper(owned=bot.manager.owned_sandbox_ids)
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
     try:

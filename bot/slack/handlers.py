@@ -18,6 +18,7 @@ from bot.sessions.manager import SessionManager
 from bot.sessions.repo import check_repo_url
 from bot.sessions.session import Session
 from bot.slack.files import SlackFiles, data_kind
+from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import SlackProgress
 from bot.store.base import RunRecord, Store
@@ -91,7 +92,9 @@ class SlackBot:
         files: SlackFiles,
         *,
         idle_timeout_s: float,
+        policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
     ) -> None:
+        self.policy = policy
         self.manager = SessionManager(
             runtime,
             store,
@@ -115,6 +118,8 @@ class SlackBot:
         ):
             return
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or event["ts"])
+        if await self._refused(ref, event):
+            return
         await self.poster.react(ref.channel, event["ts"], "eyes")
         await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
 
@@ -126,19 +131,26 @@ class SlackBot:
         text = event.get("text") or ""
         if bot_user_id and f"<@{bot_user_id}>" in text:
             return  # a mention: the app_mention event handles it
+        if event.get("channel_type") == "im" and not event.get("thread_ts"):
+            await self.on_mention(event, body)  # a direct message starts its own thread
+            return
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or "")
         if not ref.ts or not self.manager.knows(ref.key) or self.shutting_down:
             return  # not in a thread the bot works in
-        if self.seen.first_time(body.get("event_id", ""), _message_id(event)):
+        fresh = self.seen.first_time(body.get("event_id", ""), _message_id(event))
+        if fresh and not await self._refused(ref, event):
             await self._take(ref, event, text.strip())
 
     async def on_analyze(self, command: dict[str, Any]) -> str | None:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
+        refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
+        if refusal or self.shutting_down:
+            return refusal or "I'm restarting; try again in a minute."
         url, _, question = (command.get("text") or "").strip().partition(" ")
         if not url:
             return "Usage: `/analyze <https repository URL> [question]`"
         try:
-            url = check_repo_url(url)
+            url = check_repo_url(url, self.policy.repo_hosts)
         except BotError as exc:
             return f":warning: {exc}"
         task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
@@ -178,6 +190,14 @@ class SlackBot:
                 error_ref(exc, f"telling {run.key} about an interrupted run")
 
     # -- the work --
+
+    async def _refused(self, ref: ThreadRef, event: dict[str, Any]) -> bool:
+        """Tell someone who may not use the bot here, privately; no session is made."""
+        refusal = self.policy.refusal(ref.channel, event.get("user", ""))
+        if refusal:
+            thread_ts = event.get("thread_ts")
+            await self.poster.ephemeral(ref.channel, event.get("user", ""), refusal, thread_ts)
+        return refusal is not None
 
     async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
         await self.manager.open(ref.key)

@@ -1,0 +1,43 @@
+"""Who may use the bot, where, and how much they may give it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bot.settings import Settings
+
+NOT_HERE = "Sorry, I'm not enabled in this channel. Ask an admin to add it, or try another one."
+NOT_YOU = "Sorry, I only work for a list of people here, and you're not on it yet."
+NO_DMS = "Sorry, I don't work in direct messages here: mention me in a channel instead."
+
+
+@dataclass(frozen=True)
+class Policy:
+    channels: frozenset[str] = field(default_factory=frozenset)  # empty: any
+    users: frozenset[str] = field(default_factory=frozenset)  # empty: anyone
+    allow_dms: bool = True
+    max_file_bytes: int = 200 << 20
+    max_files: int = 20
+    repo_hosts: frozenset[str] = field(default_factory=frozenset)  # empty: any public host
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        return cls(
+            channels=Settings.id_list(settings.allowed_channels),
+            users=Settings.id_list(settings.allowed_users),
+            allow_dms=settings.allow_dms,
+            max_file_bytes=settings.max_file_bytes,
+            max_files=settings.max_files_per_thread,
+            repo_hosts=Settings.id_list(settings.repo_hosts),
+        )
+
+    def refusal(self, channel: str, user: str) -> str | None:
+        """Why this user may not use the bot in this channel, or None if they may."""
+        if channel.startswith("D"):
+            if not self.allow_dms:
+                return NO_DMS
+        elif self.channels and channel not in self.channels:
+            return NOT_HERE
+        if self.users and user not in self.users:
+            return NOT_YOU
+        return None
