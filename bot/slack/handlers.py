@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.events import Event, Reporter, RunFinished
+from bot.agent.prompt import DataFile
 from bot.errors import BotError
 from bot.runtime import Runtime
+from bot.sessions.files import FileRejected, checked
 from bot.sessions.manager import SessionManager
 from bot.sessions.repo import check_repo_url
 from bot.sessions.session import Session
+from bot.slack import render
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
@@ -209,18 +212,11 @@ class SlackBot:
 
     async def _take_files(self, ref: ThreadRef, files: list[dict]) -> None:
         for file in files:
-            name = file.get("name") or file.get("id", "file")
-            if data_kind(file) is None:
-                await self.poster.post(
-                    ref.channel, ref.ts,
-                    f":no_entry_sign: Skipped {name}: I take CSV, TSV, JSON and TXT files.",
-                )  # fmt: skip
-                continue
+            name = safe_display(file.get("name") or file.get("id", "file"))
             try:
-                opener = lambda f=file: self.files.stream(f)  # noqa: E731
-                taken = await self.manager.add_file(ref.key, name, opener, file)
+                taken = await self._take_file(ref, file, name)
             except BotError as exc:
-                await self.poster.post(ref.channel, ref.ts, f":warning: {exc}")
+                await self.poster.post(ref.channel, ref.ts, f":no_entry_sign: {exc}")
                 continue
             except Exception as exc:
                 ref_id = error_ref(exc, f"taking in {name}")
@@ -232,6 +228,22 @@ class SlackBot:
                 ref.channel, ref.ts,
                 f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`",
             )  # fmt: skip
+
+    async def _take_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
+        kind = data_kind(file)
+        if kind is None:
+            raise FileRejected(f"Skipped {name}: I take CSV, TSV, JSON and TXT files.")
+        session = self.manager.get(ref.key)
+        if session is not None and len(session.intakes) >= self.policy.max_files:
+            raise FileRejected(
+                f"Skipped {name}: this thread already has {self.policy.max_files} files."
+            )
+        if int(file.get("size") or 0) > self.policy.max_file_bytes:
+            limit = self.policy.max_file_bytes >> 20
+            raise FileRejected(f"Skipped {name}: it is larger than {limit} MB.")
+        limit = self.policy.max_file_bytes
+        opener = lambda f=file: checked(self.files.stream(f), name, kind, limit)  # noqa: E731
+        return await self.manager.add_file(ref.key, str(file.get("name") or name), opener, file)
 
     async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
         user, channel = command.get("user_id", ""), command["channel_id"]
@@ -302,6 +314,12 @@ async def _ask_watching_sandbox(session: Session, question: str, reporter: Repor
             task.cancel()
         if ready.done() and not ready.cancelled():
             ready.exception()  # seen here; the run reports it, or the tools did
+
+
+def safe_display(name: str) -> str:
+    """A file name as it may appear in a message: no mrkdwn, control or direction marks."""
+    shown = "".join(c for c in name if c.isprintable())  # drops controls and bidi marks
+    return render.escape(shown.replace("`", "'"))[:120] or "file"
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
