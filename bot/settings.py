@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     slack_posts_per_s: float = Field(default=1.0, gt=0)  # per channel, bursts of 5
     slack_edits_per_s: float = Field(default=0.8, gt=0)  # chat.update is Tier 3: 50 a minute
     max_turns: int = Field(default=15, ge=1, le=200)
+    max_cost_usd_per_run: float = Field(default=2.0, gt=0)
+    max_cost_usd_per_thread: float = Field(default=10.0, gt=0)
+    max_cost_usd_per_user_day: float = Field(default=25.0, gt=0)
     tool_timeout_s: int = Field(default=120, ge=1, le=3600)
     tool_output_chars: int = Field(default=8_000, ge=500, le=200_000)
 

@@ -47,7 +47,8 @@ class RunFinished:
     turns: int
     usage: Usage
     cost_usd: float | None  # None: the model is not in the price table
-    stop: str  # end_turn | max_turns | max_tokens | refusal
+    stop: str  # end_turn | max_turns | max_tokens | budget | ...
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class _Run:
     """Running totals of one `Agent.run`."""
 
     started: float = field(default_factory=time.monotonic)
+    budget_usd: float | None = None
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
@@ -63,6 +64,11 @@ class _Run:
         cost = response_cost(message.model, usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
         return ModelTurn(self.turns, usage, cost)
+
+    @property
+    def over_budget(self) -> bool:
+        spent = self.cost
+        return self.budget_usd is not None and spent is not None and spent >= self.budget_usd
 
 
 class Agent:
@@ -90,11 +96,14 @@ class Agent:
             if calls:
                 self._add_user([_tool_result(c["id"], note) for c in calls])
 
-    async def run(self, question: str, context: str, reporter: Reporter) -> RunFinished | RunFailed:
-        """Answer `question`; `context` describes the session's files (system prompt tail)."""
+    async def run(
+        self, question: str, context: str, reporter: Reporter, budget_usd: float | None = None
+    ) -> RunFinished | RunFailed:
+        """Answer `question`; `context` describes the session's files (system prompt tail).
+        With `budget_usd`, the run stops cleanly once its model turns have cost that much."""
         self._add_user([{"type": "text", "text": question}])
         await self._save()
-        run = _Run()
+        run = _Run(budget_usd=budget_usd)
         try:
             return await self._loop(run, context, reporter)
         except ModelError as exc:
@@ -121,6 +130,9 @@ class Agent:
                 if run.turns >= self._config.max_turns:
                     self._answer_unrun(calls, "The turn limit was reached before this call ran.")
                     return await self._finish(run, message, reporter, "max_turns")
+                if run.over_budget:
+                    self._answer_unrun(calls, "The run's budget was spent before this call ran.")
+                    return await self._finish(run, message, reporter, "budget")
                 last_next = run.turns >= self._config.max_turns - 1
                 await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
                 continue
@@ -197,12 +209,18 @@ class Agent:
         answer = "\n\n".join(_texts(message)).strip()
         if stop == "max_tokens":
             answer += "\n\n_(The answer was cut at the output token limit.)_"
+        elif stop == "budget":
+            answer = (answer + "\n\n" if answer else "") + (
+                f"_(Stopped at this run's budget of ${run.budget_usd:.2f}.)_"
+            )
         elif stop == "max_turns":
             answer = (answer + "\n\n" if answer else "") + (
                 f"_(Stopped after {run.turns} turns, the limit per request. "
                 "Ask a follow-up to continue.)_"
             )
-        finished = RunFinished(answer or "(no answer text)", run.turns, run.usage, run.cost, stop)
+        finished = RunFinished(
+            answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd
+        )
         await reporter(finished)
         return finished
 

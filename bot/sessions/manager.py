@@ -34,6 +34,7 @@ class _Thread:
     session: Session
     pending: list[str] = field(default_factory=list)
     run: RunFn | None = None
+    user: str = ""  # who asked the newest question, for per-user budgets
     worker: asyncio.Task[None] | None = None
     current: asyncio.Task[None] | None = None
     last_activity: float = field(default_factory=time.time)
@@ -97,11 +98,11 @@ class SessionManager:
 
     # -- runs --
 
-    def submit(self, key: str, question: str, run: RunFn) -> None:
+    def submit(self, key: str, question: str, run: RunFn, user: str = "") -> None:
         """Queue a question; the key's worker runs it (joined with any others waiting)."""
         thread = self._threads[key]
         thread.pending.append(question)
-        thread.run = run
+        thread.run, thread.user = run, user
         thread.last_activity = self._clock()
         if thread.worker is None or thread.worker.done():
             thread.worker = asyncio.create_task(self._work(key, thread))
@@ -138,6 +139,10 @@ class SessionManager:
         for run in interrupted:
             await self._store.end_run(run.run_id, "interrupted", self._clock())
         return interrupted
+
+    async def spent(self, key: str, user: str, since: float) -> tuple[float, float]:
+        """USD spent so far in this thread, and by this user since `since`."""
+        return await self._store.spent(key=key), await self._store.spent(user=user, since=since)
 
     def owned_sandbox_ids(self) -> set[str]:
         live = {t.session.sandbox_id for t in self._threads.values() if t.session.sandbox_id}
@@ -233,7 +238,7 @@ class SessionManager:
             thread.pending.clear()
             assert thread.run is not None
             run_id = secrets.token_hex(6)
-            await self._store.start_run(key, run_id, question, self._clock())
+            await self._store.start_run(key, run_id, question, self._clock(), thread.user)
             audit = _Audit(self._store, key, run_id)
             thread.current = asyncio.create_task(thread.run(thread.session, question, audit))
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker

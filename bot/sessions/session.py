@@ -152,12 +152,14 @@ class Session:
         self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
         return intake
 
-    async def ask(self, question: str, reporter: Reporter) -> RunFinished | RunFailed:
+    async def ask(
+        self, question: str, reporter: Reporter, budget_usd: float | None = None
+    ) -> RunFinished | RunFailed:
         async with self._turn_lock:
             self.start()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url, notes)
-            return await self.agent.run(question, context, reporter)
+            return await self.agent.run(question, context, reporter, budget_usd)
 
     async def save_outputs(self, dest: Path) -> list[Path]:
         """Copy report.md and the files in out/ to a local folder; returns what was saved."""

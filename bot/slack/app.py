@@ -22,7 +22,7 @@ from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
-from bot.slack.render import STOP_ACTION
+from bot.slack.render import CONTINUE_ACTION, STOP_ACTION
 from bot.store.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,11 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     async def stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         await bot.on_stop(action.get("value", ""), body.get("user", {}).get("id", ""))
+
+    @app.action(CONTINUE_ACTION)
+    async def go_on(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        await bot.on_continue(action.get("value", ""), body.get("user", {}).get("id", ""))
 
     return app
 

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 import secrets
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,8 @@ class SlackBot:
         self._runs: dict[str, str] = {}  # run id -> thread key, for the Stop button
         self._stopped_by: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._extra: dict[str, float] = {}  # Continue pressed: allowance for the next run
+        self._granted: dict[str, float] = {}  # allowances added to a thread's budget so far
         self.shutting_down = False
 
     # -- Slack inputs --
@@ -206,7 +209,9 @@ class SlackBot:
         await self.manager.open(ref.key)
         await self._take_files(ref, event.get("files") or [])
         if question:
-            self.manager.submit(ref.key, question, lambda s, q, a: self._run(ref, s, q, a))
+            user = event.get("user", "")
+            run = lambda s, q, a: self._run(ref, s, q, a, user)  # noqa: E731
+            self.manager.submit(ref.key, question, run, user)
         elif not event.get("files"):
             await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
 
@@ -251,10 +256,51 @@ class SlackBot:
         ts = await self.poster.post(channel, None, f"<@{user}> asked me to analyze {url}{asked}")
         ref = ThreadRef(command.get("team_id", ""), channel, ts)
         await self.manager.open(ref.key, repo_url=url)
-        run = lambda s, q, a: self._run(ref, s, q, a)  # noqa: E731
-        self.manager.submit(ref.key, question or EXPLORE, run)
+        run = lambda s, q, a: self._run(ref, s, q, a, user)  # noqa: E731
+        self.manager.submit(ref.key, question or EXPLORE, run, user)
 
-    async def _run(self, ref: ThreadRef, session: Session, question: str, audit: Reporter) -> None:
+    async def on_continue(self, key: str, user: str) -> None:
+        """The Continue button: a further allowance for the thread, and the run goes on."""
+        if not self.manager.knows(key) or self.shutting_down:
+            return
+        self._extra[key] = self._extra.get(key, 0.0) + self.policy.run_budget_usd
+        ref = ThreadRef.from_key(key)
+        await self.manager.open(key)
+        run = lambda s, q, a: self._run(ref, s, q, a, user)  # noqa: E731
+        self.manager.submit(key, "Continue where you stopped.", run, user)
+
+    async def _budget(self, ref: ThreadRef, user: str) -> float | None:
+        """This run's allowance in USD, or None (and a note in the thread) if none is left."""
+        p = self.policy
+        day_start = time.time() - time.time() % 86400
+        thread_spent, user_spent = await self.manager.spent(ref.key, user, day_start)
+        extra = self._extra.pop(ref.key, 0.0)
+        self._granted[ref.key] = self._granted.get(ref.key, 0.0) + extra
+        thread_left = p.thread_budget_usd + self._granted[ref.key] - thread_spent
+        user_left = p.user_day_budget_usd - user_spent
+        if user_left <= 0:
+            await self.poster.post(
+                ref.channel, ref.ts,
+                f":moneybag: You have used ${user_spent:.2f} of your "
+                f"${p.user_day_budget_usd:.2f} for today; try again tomorrow.",
+            )  # fmt: skip
+            return None
+        if thread_left <= 0:
+            note = (
+                f":moneybag: This thread has used ${thread_spent:.2f} of its "
+                f"${p.thread_budget_usd + self._granted[ref.key]:.2f} budget."
+            )
+            blocks = render.continue_button(note, ref.key, p.run_budget_usd)
+            await self.poster.post(ref.channel, ref.ts, note, blocks)
+            return None
+        return min(p.run_budget_usd + extra, thread_left, user_left)
+
+    async def _run(
+        self, ref: ThreadRef, session: Session, question: str, audit: Reporter, user: str
+    ) -> None:
+        budget = await self._budget(ref, user)
+        if budget is None:
+            return
         run_id = secrets.token_hex(6)
         self._runs[run_id] = ref.key
         progress = SlackProgress(self.poster, ref.channel, ref.ts, run_id)
@@ -265,9 +311,13 @@ class SlackBot:
 
         try:
             await progress.begin()
-            result = await _ask_watching_sandbox(session, question, report)
+            result = await _ask_watching_sandbox(session, question, report, budget)
             if isinstance(result, RunFinished):
                 await self._share_outputs(ref, session)
+            if isinstance(result, RunFinished) and result.stop == "budget":
+                note = f"I stopped at this run's budget of ${budget:.2f}."
+                blocks = render.continue_button(note, ref.key, self.policy.run_budget_usd)
+                await self.poster.post(ref.channel, ref.ts, note, blocks)
         except asyncio.CancelledError:
             if self.shutting_down:
                 await progress.failed(SHUTDOWN_NOTE)
@@ -298,9 +348,11 @@ class SlackBot:
             await self.poster.upload(ref.channel, ref.ts, uploads)
 
 
-async def _ask_watching_sandbox(session: Session, question: str, reporter: Reporter) -> Any:
+async def _ask_watching_sandbox(
+    session: Session, question: str, reporter: Reporter, budget_usd: float
+) -> Any:
     """Run the question while the sandbox boots; if the sandbox fails, say that instead."""
-    ask = asyncio.create_task(session.ask(question, reporter))
+    ask = asyncio.create_task(session.ask(question, reporter, budget_usd))
     ready = asyncio.create_task(session.sandbox())
     try:
         await asyncio.wait([ask, ready], return_when=asyncio.FIRST_COMPLETED)

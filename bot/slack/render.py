@@ -12,6 +12,7 @@ MARKDOWN_MAX = 11_000  # a markdown block may hold 12,000; keep room for the res
 CODE_MAX = 2400
 EXCERPT_MAX = 600
 STOP_ACTION = "stop_run"
+CONTINUE_ACTION = "continue_run"
 
 
 def escape(text: str) -> str:
@@ -92,8 +93,22 @@ def answer_parts(answer: str) -> list[str]:
 
 def footer(result: RunFinished, duration_s: float) -> str:
     cost = f"${result.cost_usd:.4f}" if result.cost_usd is not None else "cost unknown"
+    if result.budget_usd is not None:
+        cost += f" of ${result.budget_usd:.2f}"
     turns = f"{result.turns} turn{'s' if result.turns != 1 else ''}"
     return f"{turns} · {cost} · {duration_s:.0f}s"
+
+
+def continue_button(text: str, key: str, allowance_usd: float) -> list[dict[str, Any]]:
+    """A note with a button that goes on with a further allowance."""
+    button = {
+        "type": "button",
+        "action_id": CONTINUE_ACTION,
+        "value": key,
+        "style": "primary",
+        "text": {"type": "plain_text", "text": f"Continue (+${allowance_usd:.2f})"},
+    }
+    return [section(text), {"type": "actions", "elements": [button]}]
 
 
 def answer_messages(result: RunFinished, duration_s: float) -> list[tuple[str, list[dict]]]:

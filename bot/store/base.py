@@ -119,7 +119,9 @@ class Store(Protocol):
         """The session's files in the order they were taken in."""
         ...
 
-    async def start_run(self, key: str, run_id: str, question: str, at: float) -> None: ...
+    async def start_run(
+        self, key: str, run_id: str, question: str, at: float, user: str = ""
+    ) -> None: ...
 
     async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
         """Record how a run ended; a run already ended keeps its first outcome."""
@@ -139,4 +141,10 @@ class Store(Protocol):
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         """The session's tool calls in the order they were recorded."""
+        ...
+
+    async def spent(
+        self, *, key: str | None = None, user: str | None = None, since: float = 0.0
+    ) -> float:
+        """USD spent by model turns since `since`, in a session and/or by a user's runs."""
         ...

@@ -117,6 +117,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tool_calls_by_key ON tool_calls (key);
     CREATE INDEX tool_calls_by_run ON tool_calls (run_id);
     """,
+    # 3: who asked for each run, for per-user budgets.
+    """
+    ALTER TABLE runs ADD COLUMN user TEXT NOT NULL DEFAULT '';
+    CREATE INDEX runs_by_user ON runs (user, started_at);
+    """,
 )
 
 
@@ -241,8 +246,10 @@ class SqliteStore:
     async def files(self, key: str) -> list[FileRecord]:
         return await self._read(_files, key)
 
-    async def start_run(self, key: str, run_id: str, question: str, at: float) -> None:
-        await self._write(_start_run, key, run_id, question, at)
+    async def start_run(
+        self, key: str, run_id: str, question: str, at: float, user: str = ""
+    ) -> None:
+        await self._write(_start_run, key, run_id, question, at, user)
 
     async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
         _check(outcome, RUN_OUTCOMES)
@@ -261,6 +268,11 @@ class SqliteStore:
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         return await self._read(_tool_calls, key)
+
+    async def spent(
+        self, *, key: str | None = None, user: str | None = None, since: float = 0.0
+    ) -> float:
+        return await self._read(_spent, key, user, since)
 
     # The worker thread.
 
@@ -380,11 +392,22 @@ def _files(conn: sqlite3.Connection, key: str) -> list[FileRecord]:
     return [FileRecord(**{**row, "source": json.loads(row["source"])}) for row in rows]
 
 
-def _start_run(conn: sqlite3.Connection, key: str, run_id: str, question: str, at: float) -> None:
+def _start_run(
+    conn: sqlite3.Connection, key: str, run_id: str, question: str, at: float, user: str = ""
+) -> None:
     conn.execute(
-        "INSERT INTO runs (run_id, key, question, started_at) VALUES (?, ?, ?, ?)",
-        (run_id, key, _text(question), at),
+        "INSERT INTO runs (run_id, key, question, started_at, user) VALUES (?, ?, ?, ?, ?)",
+        (run_id, key, _text(question), at, user),
     )
+
+
+def _spent(conn: sqlite3.Connection, key: str | None, user: str | None, since: float) -> float:
+    row = conn.execute(
+        "SELECT COALESCE(SUM(turns.cost_usd), 0) FROM turns JOIN runs USING (run_id)"
+        " WHERE (? IS NULL OR runs.key = ?) AND (? IS NULL OR runs.user = ?) AND turns.at >= ?",
+        (key, key, user, user, since),
+    ).fetchone()
+    return float(row[0])
 
 
 def _end_run(conn: sqlite3.Connection, run_id: str, outcome: str, at: float) -> None:
