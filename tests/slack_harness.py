@@ -63,13 +63,18 @@ def _text_of(value: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def fake_world(
-    backend: str, model_fn: Callable, root: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+    backend: str,
+    model_fn: Callable,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    slack_options: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Harness]:
     """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     async with contextlib.AsyncExitStack() as stack:
-        slack = await stack.enter_async_context(FakeSlack())
+        slack = await stack.enter_async_context(FakeSlack(**(slack_options or {})))
         model = await stack.enter_async_context(FakeAnthropic(model_fn))
         buddy = None
         extra: dict[str, Any] = {}
@@ -110,10 +115,15 @@ async def bot_process(h: Harness, **overrides: Any) -> AsyncIterator[None]:
 
 @contextlib.asynccontextmanager
 async def running_bot(
-    backend: str, model_fn: Callable, root: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+    backend: str,
+    model_fn: Callable,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    slack_options: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Harness]:
     async with (
-        fake_world(backend, model_fn, root, monkeypatch, **overrides) as h,
+        fake_world(backend, model_fn, root, monkeypatch, slack_options, **overrides) as h,
         bot_process(h),
     ):
         yield h

@@ -21,12 +21,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def safe_name(name: str, taken: set[str]) -> str:
     """A plain file name: no folders, no control or shell characters, no clash with `taken`."""
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip("._") or "file"
-    stem, dot, ext = base[:120].rpartition(".")
-    stem, ext = (stem, f".{ext}") if dot and stem else (base[:120], "")
-    candidate, n = stem + ext, 2
+    stem, dot, ext = base.rpartition(".")
+    if not dot:
+        stem, ext = base, ""
+    stem = _UNSAFE.sub("_", stem).strip("._-")[:100] or "file"
+    ext = _UNSAFE.sub("", ext)[:12]
+    suffix = f".{ext}" if ext else ""
+    candidate, n = stem + suffix, 2
     while candidate in taken:
-        candidate, n = f"{stem}-{n}{ext}", n + 1
+        candidate, n = f"{stem}-{n}{suffix}", n + 1
     return candidate
 
 

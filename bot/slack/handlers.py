@@ -293,7 +293,7 @@ class SlackBot:
             blocks = render.continue_button(note, ref.key, p.run_budget_usd)
             await self.poster.post(ref.channel, ref.ts, note, blocks)
             return None
-        return min(p.run_budget_usd + extra, thread_left, user_left)
+        return min(p.run_budget_usd, thread_left, user_left)
 
     async def _run(
         self, ref: ThreadRef, session: Session, question: str, audit: Reporter, user: str

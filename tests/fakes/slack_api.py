@@ -1061,8 +1061,8 @@ class FakeSlack:
             "public_url_shared": False,
             "display_as_bot": False,
             "username": "",
-            "url_private": f"{path}/{quote(name)}",
-            "url_private_download": f"{path}/download/{quote(name)}",
+            "url_private": f"{path}/{quote(name, safe='')}",
+            "url_private_download": f"{path}/download/{quote(name, safe='')}",
             "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{user}/{file_id}/{quote(name)}",
             "file_access": "visible",
         }
