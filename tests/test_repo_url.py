@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.sessions.repo import BadRepoUrl, check_repo_url
+from bot.sessions.repo import BadRepoUrl, check_repo_url, check_resolves_public
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,9 @@ def test_public_https_urls_pass(url: str) -> None:
 def test_bad_urls_are_refused_with_a_reason(url: str, why: str) -> None:
     with pytest.raises(BadRepoUrl, match=why):
         check_repo_url(url)
+
+
+async def test_names_that_resolve_to_local_addresses_are_refused() -> None:
+    with pytest.raises(BadRepoUrl, match="resolves to a private or local address"):
+        await check_resolves_public("https://localhost/owner/repo")  # resolves to 127.0.0.1
+    await check_resolves_public("https://no-such-host.invalid/r")  # left to the fetch

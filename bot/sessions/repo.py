@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -41,3 +42,19 @@ def _internal(host: str) -> bool:
     except ValueError:
         return False  # a name; resolving it is the fetcher's business
     return not address.is_global
+
+
+RESOLVE_TIMEOUT_S = 2.0
+
+
+async def check_resolves_public(url: str) -> None:
+    """Refuse a host whose name resolves to a private, loopback or link-local address (a way
+    around the literal check). A name that does not resolve is left to the fetch to report."""
+    host = urlsplit(url).hostname or ""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, 443), RESOLVE_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return
+    if any(_internal(info[4][0]) for info in infos):
+        raise BadRepoUrl(f"{host} resolves to a private or local address; use a public host.")

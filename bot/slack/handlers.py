@@ -18,7 +18,7 @@ from bot.errors import BotError
 from bot.runtime import Runtime
 from bot.sessions.files import FileRejected, checked
 from bot.sessions.manager import SessionManager
-from bot.sessions.repo import check_repo_url
+from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.sessions.session import Session
 from bot.slack import render
 from bot.slack.files import SlackFiles, data_kind
@@ -157,6 +157,7 @@ class SlackBot:
             return "Usage: `/analyze <https repository URL> [question]`"
         try:
             url = check_repo_url(url, self.policy.repo_hosts)
+            await check_resolves_public(url)
         except BotError as exc:
             return f":warning: {exc}"
         task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
