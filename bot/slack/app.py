@@ -85,13 +85,16 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     return app
 
 
-async def serve(settings: Settings, stop: asyncio.Event) -> None:
+async def serve(
+    settings: Settings, stop: asyncio.Event, runtime: Runtime | None = None
+) -> None:
     """Run the app until `stop` is set, then shut down (sessions and sandboxes are kept for
-    the next start; a turn still running after the grace period is interrupted)."""
+    the next start; a turn still running after the grace period is interrupted).
+    `runtime` replaces the one the settings describe (benchmarks bring their own)."""
     bot_token, app_token = slack_tokens(settings)
     store = SqliteStore(settings.store_path)
     await store.open()
-    runtime = Runtime.from_settings(settings)
+    runtime = runtime or Runtime.from_settings(settings)
     client = build_client(bot_token, settings.slack_api_url)
     http = aiohttp.ClientSession()
     poster = SlackPoster(
