@@ -83,6 +83,7 @@ class Runtime:
             max_turns=s.max_turns,
             max_output_tokens=s.max_output_tokens,
             retry=RetryPolicy(s.model_retry_attempts, s.model_retry_delay_s),
+            prompt_caching=s.prompt_caching,
         )
         toolbox = Toolbox(
             sandbox,

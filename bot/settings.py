@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     anthropic_model: str = DEFAULT_MODEL
     anthropic_max_retries: int = Field(default=2, ge=0, le=10)
     max_output_tokens: int = Field(default=16_000, ge=256, le=128_000)
+    prompt_caching: bool = True
     model_retry_attempts: int = Field(default=4, ge=1, le=10)
     model_retry_delay_s: float = Field(default=1.0, ge=0)
 

@@ -45,6 +45,7 @@ class AgentConfig:
     max_turns: int = 15
     max_output_tokens: int = 16_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    prompt_caching: bool = True
 
 
 @dataclass
@@ -112,7 +113,7 @@ class Agent:
             return failed
 
     async def _loop(self, run: _Run, context: str, reporter: Reporter) -> RunFinished | RunFailed:
-        system = system_blocks(context)
+        system = system_blocks(context, cache=self._config.prompt_caching)
         while True:
             message = await create_message(self._client, self._params(system), self._config.retry)
             await reporter(run.add(message))
@@ -139,16 +140,18 @@ class Agent:
             return await self._finish(run, message, reporter, stop)
 
     def _params(self, system: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
+        params: dict[str, Any] = {
             "model": self._config.model,
             "max_tokens": self._config.max_output_tokens,
             "system": system,
             "tools": self._tools,
             "messages": self.history,
+        }
+        if self._config.prompt_caching:
             # Automatic caching: the breakpoint follows the newest block, so each turn reads
             # the whole previous conversation from the cache.
-            "cache_control": {"type": "ephemeral"},
-        }
+            params["cache_control"] = {"type": "ephemeral"}
+        return params
 
     async def _run_tools(
         self, calls: list[Any], reporter: Reporter, truncated: bool, last_next: bool

@@ -57,9 +57,9 @@ def session_context(files: list[DataFile], repo_url: str | None, notes: list[str
     return "\n".join(parts)
 
 
-def system_blocks(context: str) -> list[dict[str, Any]]:
+def system_blocks(context: str, *, cache: bool = True) -> list[dict[str, Any]]:
     """Stable instructions carry the cache breakpoint; the data listing, which changes, follows."""
-    return [
-        {"type": "text", "text": ANALYST, "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": context},
-    ]
+    stable: dict[str, Any] = {"type": "text", "text": ANALYST}
+    if cache:
+        stable["cache_control"] = {"type": "ephemeral"}
+    return [stable, {"type": "text", "text": context}]

@@ -85,9 +85,7 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     return app
 
 
-async def serve(
-    settings: Settings, stop: asyncio.Event, runtime: Runtime | None = None
-) -> None:
+async def serve(settings: Settings, stop: asyncio.Event, runtime: Runtime | None = None) -> None:
     """Run the app until `stop` is set, then shut down (sessions and sandboxes are kept for
     the next start; a turn still running after the grace period is interrupted).
     `runtime` replaces the one the settings describe (benchmarks bring their own)."""
