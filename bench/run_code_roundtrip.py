@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from bot.agent.events import Event, ToolCallFinished, ToolCallStarted
+from bench.servers import served
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
-from tests.support import runtime_for
+from tests.support import buddy_settings, runtime_for
 
 
 async def sandbox_roundtrips(root: Path, calls: int) -> dict[str, float]:
@@ -58,37 +59,40 @@ async def bare_model_turns(calls: int) -> float:
     return statistics.median(times)
 
 
-async def loop_overhead(root: Path, calls: int) -> tuple[float, float, float]:
-    """Per tool call: the loop's wall time, the sandbox's share, and what remains."""
+CALLS = 30
 
-    def script(req):
-        if req.turn < calls:
-            return Reply([tool_use("run_code", {"language": "bash", "code": "echo 1"})])
-        return Reply([text("done")])
 
-    sandbox_time = 0.0
-    call_started = 0.0
+def many_calls(req):
+    """The scripted model of the overhead benchmark: CALLS trivial tool calls, then done."""
+    if req.turn < CALLS:
+        return Reply([tool_use("run_code", {"language": "bash", "code": "echo 1"})])
+    return Reply([text("done")])
 
-    async def reporter(event: Event) -> None:
-        # The sandbox's share is timed from the caller's side, from start to finish event.
-        nonlocal sandbox_time, call_started
-        if isinstance(event, ToolCallStarted):
-            call_started = time.perf_counter()
-        elif isinstance(event, ToolCallFinished):
-            sandbox_time += time.perf_counter() - call_started
 
-    async with FakeAnthropic(script) as fake:
-        runtime = runtime_for(fake.base_url, root, max_turns=calls + 5)
-        session = runtime.new_session("bench-loop")
+async def loop_overhead(root: Path, backend: str) -> tuple[float, float]:
+    """Per tool call: wall time, and CPU time in the bot's own process (the fake model and
+    the fake Buddy run in processes of their own; the sandbox's processes are children)."""
+    async with contextlib.AsyncExitStack() as stack:
+        model_url = await stack.enter_async_context(
+            served("anthropic", "bench.run_code_roundtrip:many_calls")
+        )
+        extra = {}
+        if backend == "buddy":
+            buddy_url = await stack.enter_async_context(served("buddy", str(root)))
+            extra = buddy_settings(buddy_url)
+        runtime = runtime_for(model_url, root, max_turns=CALLS + 5, **extra)
+        session = runtime.new_session(f"bench-loop-{backend}")
         await session.sandbox()
-        started = time.perf_counter()
-        await session.ask("go", reporter)
-        total = time.perf_counter() - started
+        wall, cpu = time.perf_counter(), time.process_time()
+        await session.ask("go", lambda event: _nothing())
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         await session.close()
         await runtime.close()
-    per_call = total / calls
-    sandbox_share = sandbox_time / calls
-    return per_call, sandbox_share, per_call - sandbox_share
+    return wall / CALLS, cpu / CALLS
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def main() -> None:
@@ -105,15 +109,12 @@ async def main() -> None:
             )
         bare = await bare_model_turns(calls)
         print(f"one streamed model turn against the fake (SDK only): median {bare * 1000:.1f} ms")
-        per_call, sandbox_share, rest = await loop_overhead(root / "b", calls)
-        print(
-            f"tool loop, per tool call: {per_call * 1000:.1f} ms in all, "
-            f"{sandbox_share * 1000:.1f} ms in the sandbox, {rest * 1000:.1f} ms model + loop"
-        )
-        print(
-            f"loop's own overhead per tool call (beyond sandbox and a bare model turn): "
-            f"{(rest - bare) * 1000:.1f} ms"
-        )
+        for backend in ("local", "buddy"):
+            wall, cpu = await loop_overhead(root / backend, backend)
+            print(
+                f"tool loop on {backend:5}: {wall * 1000:.1f} ms wall per tool call "
+                f"(model turn + sandbox + bot), {cpu * 1000:.2f} ms CPU in the bot's process"
+            )
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ async def fake_world(
         extra: dict[str, Any] = {}
         if backend == "buddy":
             buddy = await stack.enter_async_context(FakeBuddy(root, boot_delay_s=0.05))
-            extra = buddy_settings(buddy)
+            extra = buddy_settings(buddy.base_url)
         settings = settings_for(
             model.base_url,
             root,

@@ -35,14 +35,14 @@ def runtime_for(base_url: str, root: Path, **overrides: Any) -> Runtime:
     return Runtime.from_settings(settings_for(base_url, root, **overrides))
 
 
-def buddy_settings(fake: FakeBuddy) -> dict[str, Any]:
+def buddy_settings(api_url: str) -> dict[str, Any]:
     """Settings that point the Buddy backend at a fake Buddy API."""
     return {
         "sandbox_backend": "buddy",
         "buddy_token": "buddy-test-token",
         "buddy_workspace": "acme",
         "buddy_project": "analytics",
-        "buddy_api_url": fake.base_url,
+        "buddy_api_url": api_url,
         "buddy_retry_delay_s": 0.01,
     }
 
@@ -60,7 +60,7 @@ async def runtime_on(
             await runtime.close()
         return
     async with FakeBuddy(root, boot_delay_s=0.05) as fake:
-        runtime = runtime_for(model_url, root, **buddy_settings(fake), **overrides)
+        runtime = runtime_for(model_url, root, **buddy_settings(fake.base_url), **overrides)
         try:
             yield runtime
         finally:

@@ -33,7 +33,7 @@ async def test_sandbox_vanishing_mid_session_is_reported_clearly(sandbox_root: P
         FakeAnthropic(script) as model,
         FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
     ):
-        runtime = runtime_for(model.base_url, sandbox_root, **buddy_settings(fake))
+        runtime = runtime_for(model.base_url, sandbox_root, **buddy_settings(fake.base_url))
         session = runtime.new_session("vanishing")
         state.update(fake=fake, id=(await session.sandbox()).id)
         try:
@@ -53,7 +53,7 @@ async def test_orphans_are_destroyed_and_live_sessions_spared(sandbox_root: Path
         FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
     ):
         runtime = runtime_for(
-            model.base_url, sandbox_root, orphan_min_age_s=0, **buddy_settings(fake)
+            model.base_url, sandbox_root, orphan_min_age_s=0, **buddy_settings(fake.base_url)
         )
         # A sandbox left by an earlier, crashed process: tagged, owned by no session here.
         orphan = await runtime.provider.create(

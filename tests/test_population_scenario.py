@@ -179,7 +179,7 @@ def test_terminal_mode_on_buddy(
     assert ready.wait(10)
     try:
         env = {"anthropic_api_key": "sk-ant-test-secret", "anthropic_base_url": model_server}
-        env.update({k: str(v) for k, v in buddy_settings(state["fake"]).items()})
+        env.update({k: str(v) for k, v in buddy_settings(state["fake"].base_url).items()})
         assert_terminal_output(run_terminal(tmp_path, monkeypatch, capsys, env), tmp_path)
         assert not state["fake"].sandboxes and len(state["fake"].deleted) == 1
     finally:
