@@ -44,11 +44,15 @@ def slack_tokens(settings: Settings) -> tuple[str, str]:
     return bot, app
 
 
-def build_client(token: str, api_url: str) -> AsyncWebClient:
-    """One Web API client; 429s are waited out (Retry-After), dropped connections retried."""
+def build_client(
+    token: str, api_url: str, session: aiohttp.ClientSession | None = None
+) -> AsyncWebClient:
+    """One Web API client; 429s are waited out (Retry-After), dropped connections retried.
+    With `session`, calls reuse its connections instead of opening one each."""
     return AsyncWebClient(
         token=token,
         base_url=api_url,
+        session=session,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=4),
@@ -93,8 +97,8 @@ async def serve(settings: Settings, stop: asyncio.Event, runtime: Runtime | None
     store = SqliteStore(settings.store_path)
     await store.open()
     runtime = runtime or Runtime.from_settings(settings)
-    client = build_client(bot_token, settings.slack_api_url)
     http = aiohttp.ClientSession()
+    client = build_client(bot_token, settings.slack_api_url, http)
     poster = SlackPoster(
         client,
         posts_per_s=settings.slack_posts_per_s,

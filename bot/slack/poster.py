@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,9 +89,10 @@ class SlackPoster:
         if flusher is None or flusher.done():
             self._flushers[ts] = asyncio.create_task(self._flush(ts))
 
-    async def settle(self) -> None:
-        """Wait until every pending edit has been sent."""
-        while tasks := [t for t in self._flushers.values() if not t.done()]:
+    async def settle(self, messages: Collection[str]) -> None:
+        """Wait until the pending edits of these messages (by ts) have been sent; other
+        threads' edits are not waited for."""
+        while tasks := [t for ts, t in self._flushers.items() if ts in messages and not t.done()]:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def react(self, channel: str, ts: str, name: str) -> None:

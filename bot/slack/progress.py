@@ -76,7 +76,8 @@ class SlackProgress:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
         self._show(label, stoppable=False)
-        await self._poster.settle()
+        mine = {ts for _, ts, _ in self._steps.values()} | {self._status_ts or ""}
+        await self._poster.settle(mine)
 
     def _show(self, label: str, *, stoppable: bool) -> None:
         if self._status_ts is not None:
