@@ -39,19 +39,13 @@ class Tap:
 
     size: int = 0
     _head: bytearray = field(default_factory=bytearray)
-    _digest: Any = field(default_factory=hashlib.sha256)
 
     async def through(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             self.size += len(chunk)
-            self._digest.update(chunk)
             if len(self._head) < HEADER_MAX_BYTES:
                 self._head += chunk[: HEADER_MAX_BYTES - len(self._head)]
             yield chunk
-
-    @property
-    def sha256(self) -> str:
-        return self._digest.hexdigest()
 
     @property
     def header(self) -> str:
@@ -74,19 +68,33 @@ class Spooled:
     sha256: str
 
 
+SPOOL_BATCH = 1 << 20  # bytes handed to the writer thread at a time
+
+
 async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
-    """Stream `chunks` to a temporary file (never the whole file in memory)."""
+    """Stream `chunks` to a temporary file (never the whole file in memory). Writing and
+    hashing happen off the event loop, a megabyte at a time: one thread hand-off per small
+    network chunk would cost more than the copy itself."""
     await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
     fd, name = await asyncio.to_thread(tempfile.mkstemp, dir=directory, suffix=".part")
-    path, tap = Path(name), Tap()
+    path, tap, digest, batch = Path(name), Tap(), hashlib.sha256(), bytearray()
     try:
         with os.fdopen(fd, "wb") as handle:
             async for chunk in tap.through(chunks):
-                await asyncio.to_thread(handle.write, chunk)
+                batch += chunk
+                if len(batch) >= SPOOL_BATCH:
+                    await asyncio.to_thread(_write, handle, digest, bytes(batch))
+                    batch.clear()
+            await asyncio.to_thread(_write, handle, digest, bytes(batch))
     except BaseException:
         await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
-    return Spooled(path, tap.size, tap.header, tap.sha256)
+    return Spooled(path, tap.size, tap.header, digest.hexdigest())
+
+
+def _write(handle: Any, digest: Any, data: bytes) -> None:
+    digest.update(data)  # hashlib releases the GIL for large buffers
+    handle.write(data)
 
 
 async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
