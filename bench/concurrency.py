@@ -89,11 +89,6 @@ TARGET_LAG_MS = 50.0
 TARGET_MB_PER_SESSION = 1.0
 
 
-class NoMonkeyPatch:
-    def delenv(self, name: str, raising: bool = True) -> None:
-        os.environ.pop(name, None)
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
@@ -483,7 +478,7 @@ async def run_batch(n: int, root: Path, watch: str) -> Batch:
     """`watch`: "" (measure only), "timings" or "profile" (see the module's docstring)."""
     model = Model()
     await asyncio.to_thread(root.mkdir)
-    async with fake_world("local", model, root, NoMonkeyPatch()) as h:
+    async with fake_world("local", model, root, None) as h:
         settings = h.settings.model_copy(
             update={
                 "slack_posts_per_s": PACING_PER_S,

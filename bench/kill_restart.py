@@ -25,11 +25,6 @@ from tests.support import POPULATION_CSV
 from tests.test_restarts import settings_env
 
 
-class NoMonkeyPatch:
-    def delenv(self, name: str, raising: bool = True) -> None:
-        os.environ.pop(name, None)
-
-
 def last_question(req: ModelRequest) -> str:
     for message in reversed(req.messages):
         texts = [b.get("text", "") for b in message["content"] if b.get("type") == "text"]
@@ -65,7 +60,7 @@ def answers(h: Harness) -> collections.Counter[str]:
 async def run(rounds: int, seed: int, root: Path) -> None:
     rng = random.Random(seed)
     threads: list[str] = []
-    async with fake_world("buddy", script, root, NoMonkeyPatch(), orphan_min_age_s=0) as h:
+    async with fake_world("buddy", script, root, None, orphan_min_age_s=0) as h:
         env = settings_env(h.settings)
         for n in range(rounds):
             connections = h.slack.connections

@@ -22,11 +22,6 @@ from tests.slack_harness import CHANNEL, running_bot
 from tests.support import POPULATION_CSV
 
 
-class NoMonkeyPatch:
-    def delenv(self, name: str, raising: bool = True) -> None:
-        os.environ.pop(name, None)
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -35,7 +30,7 @@ def percentile(values: list[float], q: float) -> float:
 async def latencies(root: Path, events: int) -> tuple[list[float], list[float]]:
     acks, firsts = [], []
     quick = lambda req: Reply([text("ok")])  # noqa: E731
-    async with running_bot("local", quick, root, NoMonkeyPatch()) as h:
+    async with running_bot("local", quick, root, None) as h:
         for i in range(events):
             event = {
                 **{"type": "app_mention", "user": "U0HUMAN01", "text": f"<@U0BOT0001> q{i}"},
@@ -61,7 +56,7 @@ def _first_post(h, before: int, thread_ts: str) -> float | None:
 
 
 async def session_calls(root: Path) -> dict[str, int]:
-    async with running_bot("local", population_analyst, root, NoMonkeyPatch()) as h:
+    async with running_bot("local", population_analyst, root, None) as h:
         csv = h.slack.add_file(POPULATION_CSV.name, POPULATION_CSV.read_bytes())
         message = await h.slack.post_user_message(CHANNEL, "grew most?", files=[csv], mention=True)
         await h.slack.wait_for(

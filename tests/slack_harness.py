@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,13 +67,18 @@ async def fake_world(
     backend: str,
     model_fn: Callable,
     root: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch | None,
     slack_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
-    """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them."""
+    """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them.
+    Proxy variables are cleared (through `monkeypatch` in tests; for good in a benchmark),
+    since the Slack clients would send loopback calls through a proxy."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+        if monkeypatch is None:
+            os.environ.pop(name, None)
+        else:
+            monkeypatch.delenv(name, raising=False)
     async with contextlib.AsyncExitStack() as stack:
         slack = await stack.enter_async_context(FakeSlack(**(slack_options or {})))
         model = await stack.enter_async_context(FakeAnthropic(model_fn))
@@ -118,7 +124,7 @@ async def running_bot(
     backend: str,
     model_fn: Callable,
     root: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch | None,
     slack_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
