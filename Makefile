@@ -41,6 +41,9 @@ bench: system $(BIN)/.installed
 	$(BIN)/python -m bench.buddy_run_code
 	$(BIN)/python -m bench.slack_latency
 	$(BIN)/python -m bench.kill_restart
+	$(BIN)/python -m bench.tokens
+	$(BIN)/python -m bench.file_intake
+	$(BIN)/python -m bench.concurrency
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
