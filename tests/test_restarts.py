@@ -95,6 +95,17 @@ async def test_sigterm_lets_a_short_run_finish(sandbox_root: Path, monkeypatch) 
         assert "interrupted" not in h.texts(message["ts"])
 
 
+def _sleeping() -> bool:
+    """Whether a `sleep 30` of a local sandbox is running on this host."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x0030\x00":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
     """The settings as the environment variables a fresh bot process reads."""
     env = {
@@ -124,6 +135,8 @@ async def test_crash_mid_run_then_restart(backend: str, sandbox_root: Path, monk
         finally:
             proc.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
             await proc.wait()
+        if backend == "local":  # the command died with the bot (a Buddy sandbox runs on)
+            await h.slack.wait_for(lambda: not _sleeping(), 5)
         async with bot_process(h, orphan_cleanup=True, orphan_min_age_s=0):
             await h.wait_for_text(thread, "The bot restarted while working on this thread")
             await h.slack.post_user_message(CHANNEL, "continue", thread_ts=thread)

@@ -205,7 +205,8 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     # The classic form returns at once: the snippet's end tears the namespace down.
     quick = await local_sandbox.run_code("bash", ":(){ :|:& };:", timeout_s=3)
     assert quick.status == "ok"
-    assert await eventually(lambda: host_processes_with("/buddy/.run/main.sh") == [])
+    leftover = lambda: host_processes_with("/buddy/.run/main.sh")  # noqa: E731
+    assert await eventually(lambda: leftover() == []), leftover()
 
     # Kept alive, it runs into RLIMIT_NPROC until the wall-clock timeout kills everything.
     baseline = host_processes_of_uid(65534)  # other host processes of "nobody", if any
@@ -217,7 +218,7 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     result = await task
     assert result.status == "timeout"
     assert time.monotonic() - started < 6
-    assert await eventually(lambda: host_processes_with("/buddy/.run/main.sh") == [])
+    assert await eventually(lambda: leftover() == []), leftover()
     assert await eventually(lambda: host_processes_of_uid(65534) <= baseline)
     await still_works(local_sandbox)
 

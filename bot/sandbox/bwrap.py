@@ -85,10 +85,11 @@ def require_bubblewrap(path: str | None = None) -> str:
     return found
 
 
-def require_prlimit() -> str:
-    found = shutil.which("prlimit")
+def require_util_linux(program: str) -> str:
+    """prlimit and setpriv, which start every container."""
+    found = shutil.which(program)
     if found is None:
-        raise SandboxUnavailable("prlimit is not installed; install util-linux")
+        raise SandboxUnavailable(f"{program} is not installed; install util-linux")
     return found
 
 
@@ -142,7 +143,8 @@ class Launcher:
 
     def __init__(self, limits: Limits, sandbox_uid: int | None) -> None:
         self.bwrap = require_bubblewrap()
-        self.prlimit = require_prlimit()
+        self.prlimit = require_util_linux("prlimit")
+        self.setpriv = require_util_linux("setpriv")
         self.uid = pick_uid(sandbox_uid)
         self.limits = limits
         self._static_args = _static_bwrap_args(limits)
@@ -172,6 +174,9 @@ class Launcher:
             folders = ["--bind", str(work), WORK_DIR]
             folders += ["--ro-bind", str(data), DATA_DIR]
             argv = [
+                # bwrap's --die-with-parent guards only the processes inside; the outer bwrap
+                # must die with the bot too, or a killed bot leaves its commands running.
+                *[self.setpriv, "--pdeathsig", "KILL", "--"],
                 self.prlimit,
                 *self.limits.prlimit_args(),
                 "--",
