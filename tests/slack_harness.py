@@ -41,11 +41,6 @@ class Harness:
             return len(self.buddy.sandboxes)
         return sum(1 for p in self.root.iterdir() if p.name.startswith("lcl-"))
 
-    def sandboxes_made(self) -> int:
-        if self.buddy is not None:
-            return len(self.buddy.requests_to("POST", r"/sandboxes$"))
-        raise NotImplementedError
-
     async def wait_for_text(self, thread_ts: str, needle: str, timeout: float = 20) -> None:
         await self.slack.wait_for(lambda: needle in self.texts(thread_ts), timeout)
 

@@ -330,7 +330,9 @@ async def test_list_tagged_reads_tags_of_our_sandboxes_only(
     assert sorted(calls(reads)) == sorted(
         ("GET", f"{SANDBOXES}/{sid}") for sid in (ours.id, untagged.id, deleted.id)
     )
-    assert sorted(await provider.list_ids("bot")) == sorted([ours.id, deleted.id])
+    assert sorted([i.id for i in await provider.list_tagged("bot")]) == sorted(
+        [ours.id, deleted.id]
+    )
 
 
 async def test_destroy_requests(
@@ -361,7 +363,7 @@ async def test_reads_are_retried_on_5xx_and_network_errors(fake: FakeBuddy) -> N
         fake.fail_next(1, method="GET", path=listing, status=503)
         fake.fail_next(1, method="GET", path=listing, delay_s=0.6)  # read timeout
         fake.fail_next(1, method="GET", path=listing, drop=True)  # connection dropped
-        assert await provider.list_ids("bot") == [sandbox.id]
+        assert [i.id for i in await provider.list_tagged("bot")] == [sandbox.id]
     lists = fake.requests_to("GET", listing)
     assert len(lists) == 4
     for request in lists:
@@ -449,7 +451,7 @@ async def test_reads_give_up_after_four_attempts(
     fake.fail_next(4, method="GET", path=r"/sandboxes$", **fault)
     async with provider_for(fake, request_timeout_s=SHORT_WAIT_S) as provider:
         with pytest.raises(SandboxError, match=message) as caught:
-            await provider.list_ids("bot")
+            [i.id for i in await provider.list_tagged("bot")]
     assert not isinstance(caught.value, OutcomeUnknown)
     assert len(fake.requests_to("GET", r"/sandboxes$")) == 4
 
@@ -491,7 +493,7 @@ async def test_unreachable_api_names_the_url(fake: FakeBuddy) -> None:
     url = f"http://127.0.0.1:{free_port()}/api"
     async with provider_for(fake, api_url=url) as provider:
         with pytest.raises(SandboxError, match=f"cannot reach the Buddy API at {url}"):
-            await provider.list_ids("bot")
+            [i.id for i in await provider.list_tagged("bot")]
 
 
 @pytest.mark.parametrize(

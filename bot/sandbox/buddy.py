@@ -213,9 +213,6 @@ class BuddyProvider:
         found = await asyncio.gather(*(tagged(sandbox_id) for sandbox_id in candidates))
         return [info for info in found if info is not None]
 
-    async def list_ids(self, tag: str) -> list[str]:
-        return [info.id for info in await self.list_tagged(tag)]
-
     async def destroy_id(self, sandbox_id: str) -> None:
         sandbox = self._sandboxes.get(sandbox_id)
         if sandbox is not None:

@@ -189,14 +189,6 @@ class SessionManager:
         await asyncio.gather(*workers, return_exceptions=True)
         return cut
 
-    async def close(self) -> None:
-        """Cancel every run and destroy every sandbox (a clean stop, not a restart)."""
-        await self.shutdown(0)
-        await asyncio.gather(
-            *(self._close_one(key, t.session) for key, t in self._threads.items()),
-            return_exceptions=True,
-        )
-
     # -- internals --
 
     async def _load(self, key: str, repo_url: str | None) -> _Thread:
@@ -227,10 +219,6 @@ class SessionManager:
     async def _sandbox_changed(self, key: str, sandbox_id: str | None) -> None:
         state = "active" if sandbox_id else "idle"
         await self._store.update_session(key, sandbox_id=sandbox_id, state=state)
-
-    async def _close_one(self, key: str, session: Session) -> None:
-        await session.close()
-        await self._store.update_session(key, sandbox_id=None, state="closed")
 
     async def _work(self, key: str, thread: _Thread) -> None:
         while thread.pending:

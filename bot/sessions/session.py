@@ -76,10 +76,6 @@ class Session:
     def files(self) -> list[DataFile]:
         return [intake.file for intake in self.intakes]
 
-    @property
-    def running(self) -> bool:
-        return self._turn_lock.locked()
-
     def start(self) -> None:
         """Begin creating the sandbox now; callers await `sandbox()` when they need it.
 
