@@ -206,3 +206,22 @@ async def test_secrets_never_reach_slack_or_the_model(
         assert secret not in model_traffic, secret
     assert "[redacted]" in slack_traffic and "[redacted]" in model_traffic
     assert "Here are the tokens" in slack_traffic
+
+
+async def test_a_refused_file_leaves_nothing_in_a_running_sandbox(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """Once the sandbox is up, files stream straight in; one refused part-way is removed."""
+    async with running_bot("local", echo, sandbox_root, monkeypatch, max_file_bytes=300_000) as h:
+        first = await h.slack.post_user_message(CHANNEL, "hello", mention=True)
+        thread = first["ts"]
+        await h.wait_for_text(thread, "answer to: hello")
+        big = h.slack.add_file("big.csv", b"a,b\n" + b"1,2\n" * 100_000)  # 400 KB, size unsaid
+        big["size"] = 0
+        good = h.slack.add_file("good.csv", b"a,b\n1,2\n")
+        await h.slack.post_user_message(CHANNEL, "", thread_ts=thread, files=[big, good])
+        await h.wait_for_text(thread, "Got good.csv")
+        texts = h.texts(thread)
+    assert "Skipped big.csv: it is larger than" in texts
+    uploads = sorted(p.name for p in sandbox_root.glob("lcl-*/work/uploads/*"))
+    assert uploads == ["good.csv"]

@@ -15,6 +15,7 @@ from typing import Any
 from bot.errors import BotError
 
 HEADER_MAX_BYTES = 4096
+SPOOL_BATCH = 1 << 20  # bytes handed to a worker thread at a time
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -35,17 +36,32 @@ def safe_name(name: str, taken: set[str]) -> str:
 
 @dataclass
 class Tap:
-    """Counts the bytes of a stream and keeps its first line, without holding the stream."""
+    """Counts the bytes of a stream, keeps its first line and hashes it, without holding
+    the stream. Hashing happens off the event loop, a megabyte at a time."""
 
     size: int = 0
     _head: bytearray = field(default_factory=bytearray)
+    _digest: Any = field(default_factory=hashlib.sha256)
+    _pending: bytearray = field(default_factory=bytearray)
 
     async def through(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             self.size += len(chunk)
             if len(self._head) < HEADER_MAX_BYTES:
                 self._head += chunk[: HEADER_MAX_BYTES - len(self._head)]
+            self._pending += chunk
+            if len(self._pending) >= SPOOL_BATCH:
+                await self._hash()
             yield chunk
+        await self._hash()
+
+    async def _hash(self) -> None:
+        data, self._pending = bytes(self._pending), bytearray()
+        await asyncio.to_thread(self._digest.update, data)  # releases the GIL when large
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
 
     @property
     def header(self) -> str:
@@ -68,33 +84,25 @@ class Spooled:
     sha256: str
 
 
-SPOOL_BATCH = 1 << 20  # bytes handed to the writer thread at a time
-
-
 async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
-    """Stream `chunks` to a temporary file (never the whole file in memory). Writing and
-    hashing happen off the event loop, a megabyte at a time: one thread hand-off per small
-    network chunk would cost more than the copy itself."""
+    """Stream `chunks` to a temporary file (never the whole file in memory), written off the
+    event loop a megabyte at a time: one thread hand-off per small network chunk would cost
+    more than the copy itself."""
     await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
     fd, name = await asyncio.to_thread(tempfile.mkstemp, dir=directory, suffix=".part")
-    path, tap, digest, batch = Path(name), Tap(), hashlib.sha256(), bytearray()
+    path, tap, batch = Path(name), Tap(), bytearray()
     try:
         with os.fdopen(fd, "wb") as handle:
             async for chunk in tap.through(chunks):
                 batch += chunk
                 if len(batch) >= SPOOL_BATCH:
-                    await asyncio.to_thread(_write, handle, digest, bytes(batch))
+                    await asyncio.to_thread(handle.write, bytes(batch))
                     batch.clear()
-            await asyncio.to_thread(_write, handle, digest, bytes(batch))
+            await asyncio.to_thread(handle.write, bytes(batch))
     except BaseException:
         await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
-    return Spooled(path, tap.size, tap.header, digest.hexdigest())
-
-
-def _write(handle: Any, digest: Any, data: bytes) -> None:
-    digest.update(data)  # hashlib releases the GIL for large buffers
-    handle.write(data)
+    return Spooled(path, tap.size, tap.header, tap.sha256)
 
 
 async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from bot.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
-from bot.sessions.files import FileOpener, Spooled, read_spool, safe_name, spool
+from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -135,18 +136,33 @@ class Session:
     async def add_file(self, name: str, opener: FileOpener) -> Intake:
         """Take a file in under a safe, unique name in the uploads folder.
 
-        It is first spooled to local disk, so the model can be told about it (size, first
-        line) while the sandbox is still booting; it reaches the sandbox as soon as it can.
+        With the sandbox up, the file streams straight into it. While it is still booting,
+        the file is spooled to local disk first, so the model can be told about it (size,
+        first line) at once; it reaches the sandbox as soon as it can.
         """
         taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
         path = f"{UPLOADS_DIR}/{safe_name(name, taken)}"
         self.start()
-        spooled = await spool(opener(), self._spool_dir)
-        data_file = DataFile(path=path, size=spooled.size, header=spooled.header)
-        intake = Intake(name, data_file, opener, spooled.sha256)
+        ready = self.sandbox_id is not None and not self._uploads
+        intake = await (self._stream_in if ready else self._spool_in)(name, path, opener)
         self.intakes.append(intake)
-        self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
         return intake
+
+    async def _stream_in(self, name: str, path: str, opener: FileOpener) -> Intake:
+        tap, sandbox = Tap(), await self.sandbox()
+        try:
+            await sandbox.upload(path, tap.through(opener()))
+        except BaseException:
+            # A file refused or cut off part-way must not stay behind, half written.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(sandbox.run_code("bash", f"rm -f {shlex.quote(path)}", 30))
+            raise
+        return Intake(name, DataFile(path, tap.size, tap.header), opener, tap.sha256)
+
+    async def _spool_in(self, name: str, path: str, opener: FileOpener) -> Intake:
+        spooled = await spool(opener(), self._spool_dir)
+        self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
+        return Intake(name, DataFile(path, spooled.size, spooled.header), opener, spooled.sha256)
 
     async def ask(
         self, question: str, reporter: Reporter, budget_usd: float | None = None
