@@ -8,7 +8,8 @@ and Buddy against the fake Buddy API in a process of its own):
 
 * intake: what the bot does with a file shared in a thread. `Session.add_file` with the
   Slack handler's opener (`checked(SlackFiles.stream(file), …)`) streams the download to
-  the spool folder, then `await session.sandbox()` waits for the upload from the spool.
+  the sandbox (with the sandbox up, the file streams straight in; only while it boots is
+  it spooled first), then `await session.sandbox()` waits for anything still queued.
 * raw: the same HTTP download streamed straight into `Sandbox.upload`, no spool.
 
 Both run on a sandbox that is already up (made and awaited before the clock starts), so
@@ -267,7 +268,7 @@ def cells(*values: str) -> str:
 HEADER = "\n".join(
     [
         cells("", "", "raw", "intake", "", "intake", "phases", "peak RSS", "+MB", "bot", "CPU"),
-        cells("backend", "size", "MB/s", "MB/s", "ratio", "spool s", "upload s", "intake", "raw")
+        cells("backend", "size", "MB/s", "MB/s", "ratio", "add s", "wait s", "intake", "raw")
         + "  spool upload  raw",
         cells("target", "", "", "", f">={TARGET_RATIO:.2f}", "", "", f"<{TARGET_GROWTH_MB}"),
     ]
@@ -310,8 +311,9 @@ class Row:
 
 LEGEND = """\
 raw: the Slack download streamed straight into Sandbox.upload (no spool), both backends.
-intake: Session.add_file (download through checked() to the spool), then await
-  session.sandbox() until the upload from the spool is in; spool s + upload s = its time.
+intake: Session.add_file (download through checked(); with the sandbox up it streams
+  straight in), then await session.sandbox() until anything queued is in; the phases are
+  add_file's time and that wait.
 peak RSS +MB: the bot process's RSS high-water mark (VmHWM, reset before the clock
   starts) minus its RSS then. bot CPU: the bot process's CPU time (all its threads, not
   the sandbox's or the fakes' processes) over wall time, per intake phase and for raw."""
