@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from bench import sandbox_root
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.local import LocalProvider
@@ -114,9 +113,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=30)
     calls = parser.parse_args().calls
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
-        root = Path(tmp)
+    with sandbox_root() as root:
         for lag in (0.0, 0.1):
             counts = await requests_per_call(root, lag)
             detail = ", ".join(f"{n} × {what}" for what, n in sorted(counts.items()))

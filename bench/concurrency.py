@@ -47,7 +47,6 @@ import os
 import pstats
 import re
 import statistics
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -57,6 +56,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench import percentile, sandbox_root
 from bot.agent.model import build_client
 from bot.errors import SandboxError, SandboxPathError
 from bot.runtime import Runtime
@@ -87,11 +87,6 @@ NO_REPORT = "_No report.md was written this time._"  # the last post of each run
 TARGET_RATIO = 0.9  # throughput within 10% of ideal at the largest batch
 TARGET_LAG_MS = 50.0
 TARGET_MB_PER_SESSION = 1.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
 def channel_of(i: int) -> str:
@@ -681,18 +676,17 @@ async def main() -> None:
     args = parser.parse_args()
     sizes: list[list[Batch]] = []
     watched = None
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)
+    with sandbox_root() as tmp:
         for n in args.threads:
             runs = []
             for k in range(args.repeat):
-                batch = await run_batch(n, Path(tmp) / f"n{n}-{k}", "")
+                batch = await run_batch(n, tmp / f"n{n}-{k}", "")
                 runs.append(batch)
                 print(f"{n} threads: {batch.done} answered, wall {batch.wall_s:.2f} s", flush=True)
             sizes.append(runs)
         if args.timings or args.profile:
             how = "profile" if args.profile else "timings"
-            watched = await run_batch(max(args.threads), Path(tmp) / "watched", how)
+            watched = await run_batch(max(args.threads), tmp / "watched", how)
     print_report(sizes, watched)
 
 

@@ -35,7 +35,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bench import sandbox_root
 from bench.servers import served
 from bot.runtime import Runtime
 from bot.sandbox.base import UPLOADS_DIR
@@ -375,9 +375,8 @@ def main() -> None:
         f"median of {args.reps} runs (memory: the largest)."
     )
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
-        asyncio.run(run(Path(tmp), sizes, args.reps))
+    with sandbox_root() as root:
+        asyncio.run(run(root, sizes, args.reps))
     print(LEGEND)
     print(f"total {time.perf_counter() - started:.0f} s")
 

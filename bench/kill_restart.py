@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import os
 import random
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
+from bench import sandbox_root
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
@@ -116,9 +115,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
-        asyncio.run(run(args.rounds, args.seed, Path(tmp)))
+    with sandbox_root() as root:
+        asyncio.run(run(args.rounds, args.seed, root))
 
 
 if __name__ == "__main__":

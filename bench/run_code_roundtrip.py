@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
+from bench import sandbox_root
 from bench.servers import served
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider
@@ -99,9 +98,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=30)
     calls = parser.parse_args().calls
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
+    with sandbox_root() as root:
         medians = await sandbox_roundtrips(root / "a", calls)
         for language, median in medians.items():
             print(

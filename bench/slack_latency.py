@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import tempfile
 from pathlib import Path
 
+from bench import percentile, sandbox_root
 from tests.fakes.anthropic_api import Reply, text
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, running_bot
 from tests.support import POPULATION_CSV
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def latencies(root: Path, events: int) -> tuple[list[float], list[float]]:
@@ -74,10 +68,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=30)
     events = parser.parse_args().events
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
-        acks, firsts = await latencies(Path(tmp), events)
-        counts = await session_calls(Path(tmp))
+    with sandbox_root() as root:
+        acks, firsts = await latencies(root, events)
+        counts = await session_calls(root)
     ms = lambda xs, q: percentile(xs, q) * 1000  # noqa: E731
     median = lambda xs: statistics.median(xs) * 1000  # noqa: E731
     print(f"\nevent → ack: median {median(acks):.1f} ms, p95 {ms(acks, 0.95):.1f} ms")

@@ -11,11 +11,10 @@ per million.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import sandbox_root
 from bot.agent.events import Event, ModelTurn
 from bot.agent.pricing import price_table
 from bot.agent.usage import Usage
@@ -79,9 +78,7 @@ def total(turns: list[Usage]) -> Usage:
 
 
 async def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o711)  # the sandbox user must be able to reach its folders
-        root = Path(tmp)
+    with sandbox_root() as root:
         print("Population scenario (5 turns), input side per run:")
         print(f"  {'configuration':32} {'prompt tokens':>13} {'from cache':>10} {'input $':>9}")
         for name, overrides in CONFIGS.items():
