@@ -176,12 +176,11 @@ class Session:
     async def save_outputs(self, dest: Path) -> list[Path]:
         """Copy report.md and the files in out/ to a local folder; returns what was saved."""
         saved = []
+        await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
         async for name, chunks in self.outputs():
-            target = dest / name
-            await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
             with contextlib.suppress(SandboxPathError):
-                await _save(chunks, target)
-                saved.append(target)
+                await _save(chunks, dest / name)
+                saved.append(dest / name)
         return saved
 
     async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
