@@ -515,3 +515,30 @@ async def test_kill_right_after_start_never_hangs(local_sandbox: LocalSandbox) -
             assert not state.running and state.result.status == "killed"
 
     await asyncio.wait_for(asyncio.gather(*(start_and_kill() for _ in range(6))), 60)
+
+
+async def test_attach_kills_containers_left_running(sandbox_root: Path) -> None:
+    """A bot killed while starting a container may leave it running; the next bot's attach
+    stops it before taking the sandbox over."""
+    first = LocalProvider(sandbox_root)
+    second = LocalProvider(sandbox_root)
+    try:
+        sandbox = await first.create(SandboxSpec(session_key="crashed"))
+        command_id = await sandbox.start_command("bash", "sleep 300")
+        await asyncio.sleep(0.3)
+        assert (await sandbox.command_state(command_id)).running
+        adopted = await second.attach(sandbox.id)
+        assert adopted is not None
+        await _until_stopped(sandbox, command_id)
+        assert not (await sandbox.command_state(command_id)).running
+        assert (await adopted.run_code("bash", "echo ok", 10)).stdout.text == "ok\n"
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def _until_stopped(sandbox: LocalSandbox, command_id: str) -> None:
+    for _ in range(100):  # up to 5 s
+        if not (await sandbox.command_state(command_id)).running:
+            return
+        await asyncio.sleep(0.05)

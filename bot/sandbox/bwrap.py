@@ -85,6 +85,24 @@ def require_bubblewrap(path: str | None = None) -> str:
     return found
 
 
+def kill_containers_of(home: Path) -> int:
+    """SIGKILL the containers still running over a sandbox folder, left by a bot that died.
+
+    Each container dies with the bot that started it, except in one window: a bot killed
+    while it was starting a container, before the parent-death signal was armed.
+    """
+    mount = f"{home / 'work'}\0{WORK_DIR}\0".encode()
+    killed = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if mount in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(int(pid), signal.SIGKILL)  # bwrap leads its own process group
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
 def require_util_linux(program: str) -> str:
     """prlimit and setpriv, which start every container."""
     found = shutil.which(program)

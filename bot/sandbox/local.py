@@ -38,6 +38,7 @@ from bot.sandbox.bwrap import (
     Container,
     Launcher,
     check_reachable,
+    kill_containers_of,
     require_bubblewrap,
     resolve_interpreter,
 )
@@ -135,6 +136,7 @@ class LocalProvider:
         home = self.root / sandbox_id
         if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
             return None
+        await asyncio.to_thread(kill_containers_of, home)
         sandbox = self._sandboxes[sandbox_id] = LocalSandbox(self, sandbox_id, home)
         return sandbox
 
@@ -147,7 +149,8 @@ class LocalProvider:
         sandbox = self._sandboxes.get(sandbox_id)
         if sandbox is not None:
             await sandbox.destroy()
-        else:  # left over from an earlier run: its processes died with that bot
+        else:  # left over from an earlier run
+            await asyncio.to_thread(kill_containers_of, self.root / sandbox_id)
             await asyncio.to_thread(remove_tree, self.root / sandbox_id)
 
     async def close(self) -> None:
