@@ -135,9 +135,9 @@ async def test_crash_mid_run_then_restart(backend: str, sandbox_root: Path, monk
         finally:
             proc.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
             await proc.wait()
-        if backend == "local":  # the command died with the bot (a Buddy sandbox runs on)
-            await h.slack.wait_for(lambda: not _sleeping(), 5)
         async with bot_process(h, orphan_cleanup=True, orphan_min_age_s=0):
+            if backend == "local":  # no command of the dead bot runs on (Buddy's sandbox does)
+                await h.slack.wait_for(lambda: not _sleeping(), 5)
             await h.wait_for_text(thread, "The bot restarted while working on this thread")
             await h.slack.post_user_message(CHANNEL, "continue", thread_ts=thread)
             await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 30)
