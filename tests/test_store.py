@@ -23,7 +23,7 @@ from bot.store import (
     StoreError,
     ToolCallRecord,
 )
-from bot.store.sqlite import MIGRATIONS, connect, migrate, schema_version, transaction
+from bot.store.sqlite_schema import MIGRATIONS, connect, migrate, schema_version, transaction
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -191,6 +191,47 @@ async def test_runs_in_flight_are_the_unended_ones(store: SqliteStore) -> None:
     await store.end_run("r3", "failed", at=26.0)  # the first outcome stands
     await store.end_run("r2", "interrupted", at=40.0)
     assert await store.runs_in_flight() == []
+
+
+async def test_stop_requests_name_the_first_stopper_and_only_runs_in_flight(
+    store: SqliteStore,
+) -> None:
+    await store.save_session(session())
+    await store.start_run("T1:C1:1.0", "r1", "q", 10.0, "U1")
+    assert (await store.get_run("r1")).stopped_by is None  # type: ignore[union-attr]
+    stopped = await store.request_stop("r1", "U2")
+    assert stopped is not None and stopped.key == "T1:C1:1.0" and stopped.user == "U1"
+    await store.request_stop("r1", "U3")
+    assert (await store.get_run("r1")).stopped_by == "U2"  # type: ignore[union-attr]
+    await store.end_run("r1", "stopped", 11.0)
+    assert await store.request_stop("r1", "U3") is None
+    assert await store.request_stop("nope", "U3") is None
+    assert await store.get_run("nope") is None
+
+
+async def test_questions_queue_in_order_and_are_taken_once(store: SqliteStore) -> None:
+    await store.save_session(session())
+    await store.save_session(session("T1:C1:2.0"))
+    first = await store.enqueue("T1:C1:1.0", "one", "U1", 1.0)
+    await store.enqueue("T1:C1:2.0", "elsewhere", "U9", 1.5)
+    second = await store.enqueue("T1:C1:1.0", "two", "U2", 2.0)
+    assert second > first
+    taken = await store.take_queued("T1:C1:1.0")
+    assert [(q.question, q.user) for q in taken] == [("one", "U1"), ("two", "U2")]
+    assert await store.take_queued("T1:C1:1.0") == []
+    assert [q.question for q in await store.take_queued("T1:C1:2.0")] == ["elsewhere"]
+    with pytest.raises(NotFound):
+        await store.enqueue("T9:C9:9.0", "x", "U1", 1.0)
+
+
+async def test_continue_allowances_add_up_and_survive_saves(store: SqliteStore) -> None:
+    await store.save_session(session())
+    await store.grant("T1:C1:1.0", 2.0)
+    await store.grant("T1:C1:1.0", 0.5)
+    await store.save_session(session(last=500.0))
+    assert (await store.get_session("T1:C1:1.0")).granted_usd == 2.5  # type: ignore[union-attr]
+    with pytest.raises(NotFound):
+        await store.grant("T9:C9:9.0", 1.0)
 
 
 async def test_turn_costs_are_summed_into_the_session(store: SqliteStore) -> None:
@@ -386,7 +427,9 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         await store.close()
         conn = sqlite3.connect(path)
         assert schema_version(conn) == len(MIGRATIONS)
-        assert tables(conn) == {"sessions", "history", "files", "runs", "turns", "tool_calls"}
+        assert tables(conn) == {
+            "sessions", "history", "files", "runs", "turns", "tool_calls", "queue"
+        }  # fmt: skip
         conn.close()
 
 
@@ -481,10 +524,13 @@ CHILD = r"""
 import asyncio, os, sys, time
 from pathlib import Path
 from bot.store.base import FileRecord, SessionRecord, ToolCallRecord
-from bot.store.sqlite import (
-    SqliteStore, _add_file, _add_tool_call, _add_turn, _save_history, _save_session,
-    _start_run, _update_session, connect, transaction,
+from bot.store.sqlite import SqliteStore
+from bot.store.sqlite_rows import (
+    add_file as _add_file, add_tool_call as _add_tool_call, add_turn as _add_turn,
+    save_history as _save_history, save_session as _save_session, start_run as _start_run,
+    update_session as _update_session,
 )
+from bot.store.sqlite_schema import connect, transaction
 
 path, mode = Path(sys.argv[1]), sys.argv[2]
 BIG = "x" * 65536

@@ -41,6 +41,7 @@ class SessionRecord:
     created_at: float  # Unix time
     last_activity: float
     cost_usd: float = 0.0  # the sum of its turns' costs; ignored by save_session
+    granted_usd: float = 0.0  # Continue allowances added to its budget; ignored by save_session
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,18 @@ class RunRecord:
     started_at: float
     ended_at: float | None
     outcome: RunOutcome | None  # None while in flight
+    user: str = ""  # who asked
+    stopped_by: str | None = None  # who pressed Stop, once someone has
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A question waiting for its thread's current run to end."""
+
+    id: int  # increasing: the order questions arrived in
+    question: str
+    user: str
+    at: float
 
 
 @runtime_checkable
@@ -113,6 +126,18 @@ class Store(Protocol):
         """The conversation, or [] when none was saved."""
         ...
 
+    async def grant(self, key: str, usd: float) -> None:
+        """Add a Continue allowance to the session's budget."""
+        ...
+
+    async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
+        """Queue a question for the session's next run; returns its id."""
+        ...
+
+    async def take_queued(self, key: str) -> list[Queued]:
+        """Remove and return the session's waiting questions, the oldest first."""
+        ...
+
     async def add_file(self, key: str, file: FileRecord) -> None: ...
 
     async def files(self, key: str) -> list[FileRecord]:
@@ -125,6 +150,13 @@ class Store(Protocol):
 
     async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
         """Record how a run ended; a run already ended keeps its first outcome."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
+        """Note who stopped a run still in flight (the first one counts); None if it is not
+        in flight."""
         ...
 
     async def runs_in_flight(self) -> list[RunRecord]:

@@ -1,0 +1,245 @@
+"""The SQLite store's queries: one function per call, run on the store's worker thread;
+writes run inside a transaction."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from bot.store.base import (
+    FileRecord,
+    NotFound,
+    Queued,
+    RunRecord,
+    SessionRecord,
+    StoreError,
+    ToolCallRecord,
+)
+
+
+_SESSION_COLUMNS = (
+    "key, team, channel, thread_ts, sandbox_id, state, repo_url, created_at, last_activity"
+)
+_SELECT_SESSIONS = f"""
+    SELECT {_SESSION_COLUMNS},
+        (SELECT COALESCE(SUM(cost_usd), 0.0) FROM turns WHERE turns.key = sessions.key) AS cost_usd,
+        granted_usd
+    FROM sessions
+"""
+
+
+def save_session(conn: sqlite3.Connection, r: SessionRecord) -> None:
+    # An upsert, not INSERT OR REPLACE: replacing the row would cascade-delete its history.
+    conn.execute(
+        f"""
+        INSERT INTO sessions ({_SESSION_COLUMNS})
+        VALUES (:key, :team, :channel, :thread_ts, :sandbox_id, :state, :repo_url,
+                :created_at, :last_activity)
+        ON CONFLICT (key) DO UPDATE SET
+            team = excluded.team, channel = excluded.channel, thread_ts = excluded.thread_ts,
+            sandbox_id = excluded.sandbox_id, state = excluded.state,
+            repo_url = excluded.repo_url, created_at = excluded.created_at,
+            last_activity = excluded.last_activity
+        """,
+        asdict(r),
+    )
+
+
+def get_session(conn: sqlite3.Connection, key: str) -> SessionRecord | None:
+    row = conn.execute(f"{_SELECT_SESSIONS} WHERE key = ?", (key,)).fetchone()
+    return SessionRecord(**row) if row else None
+
+
+def list_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
+    rows = conn.execute(f"{_SELECT_SESSIONS} ORDER BY last_activity DESC, key")
+    return [SessionRecord(**row) for row in rows]
+
+
+def update_session(conn: sqlite3.Connection, key: str, fields: dict[str, Any]) -> None:
+    # Column names come from SESSION_UPDATABLE only (checked by the caller).
+    sets = ", ".join(f"{name} = :{name}" for name in fields) or "key = key"
+    cursor = conn.execute(f"UPDATE sessions SET {sets} WHERE key = :key", {**fields, "key": key})
+    if cursor.rowcount == 0:
+        raise NotFound(f"no session {key!r}")
+
+
+def save_history(conn: sqlite3.Connection, key: str, messages: list[dict[str, Any]]) -> None:
+    # ensure_ascii keeps lone surrogates (from undecodable output) as escapes, which UTF-8 can't.
+    conn.execute(
+        "INSERT INTO history (key, messages) VALUES (?, ?)"
+        " ON CONFLICT (key) DO UPDATE SET messages = excluded.messages",
+        (key, json.dumps(messages)),
+    )
+
+
+def load_history(conn: sqlite3.Connection, key: str) -> list[dict[str, Any]]:
+    row = conn.execute("SELECT messages FROM history WHERE key = ?", (key,)).fetchone()
+    return json.loads(row["messages"]) if row else []
+
+
+def add_file(conn: sqlite3.Connection, key: str, f: FileRecord) -> None:
+    conn.execute(
+        "INSERT INTO files (key, slack_file_id, name, size, sha256, sandbox_path, source)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (key, f.slack_file_id, _text(f.name), f.size, f.sha256, f.sandbox_path, _json(f.source)),
+    )
+
+
+def files(conn: sqlite3.Connection, key: str) -> list[FileRecord]:
+    rows = conn.execute(
+        "SELECT slack_file_id, name, size, sha256, sandbox_path, source"
+        " FROM files WHERE key = ? ORDER BY id",
+        (key,),
+    )
+    return [FileRecord(**{**row, "source": json.loads(row["source"])}) for row in rows]
+
+
+def start_run(
+    conn: sqlite3.Connection, key: str, run_id: str, question: str, at: float, user: str = ""
+) -> None:
+    conn.execute(
+        "INSERT INTO runs (run_id, key, question, started_at, user) VALUES (?, ?, ?, ?, ?)",
+        (run_id, key, _text(question), at, user),
+    )
+
+
+def spent(conn: sqlite3.Connection, key: str | None, user: str | None, since: float) -> float:
+    row = conn.execute(
+        "SELECT COALESCE(SUM(turns.cost_usd), 0) FROM turns JOIN runs USING (run_id)"
+        " WHERE (? IS NULL OR runs.key = ?) AND (? IS NULL OR runs.user = ?) AND turns.at >= ?",
+        (key, key, user, user, since),
+    ).fetchone()
+    return float(row[0])
+
+
+def end_run(conn: sqlite3.Connection, run_id: str, outcome: str, at: float) -> None:
+    # Only an unended run changes: when a stop and a failure race, the first outcome stands.
+    conn.execute(
+        "UPDATE runs SET outcome = ?, ended_at = ? WHERE run_id = ? AND outcome IS NULL",
+        (outcome, at, run_id),
+    )
+    if not conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+        raise NotFound(f"no run {run_id!r}")
+
+
+_RUN_COLUMNS = "key, run_id, question, started_at, ended_at, outcome, user, stopped_by"
+
+
+def runs_in_flight(conn: sqlite3.Connection) -> list[RunRecord]:
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE outcome IS NULL ORDER BY started_at, run_id"
+    )
+    return [RunRecord(**row) for row in rows]
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+    row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return RunRecord(**row) if row else None
+
+
+def request_stop(conn: sqlite3.Connection, run_id: str, by: str) -> RunRecord | None:
+    conn.execute(
+        "UPDATE runs SET stopped_by = ? WHERE run_id = ? AND outcome IS NULL"
+        " AND stopped_by IS NULL",
+        (by, run_id),
+    )
+    run = get_run(conn, run_id)
+    return run if run and run.outcome is None else None
+
+
+def grant(conn: sqlite3.Connection, key: str, usd: float) -> None:
+    cursor = conn.execute(
+        "UPDATE sessions SET granted_usd = granted_usd + ? WHERE key = ?", (usd, key)
+    )
+    if cursor.rowcount == 0:
+        raise NotFound(f"no session {key!r}")
+
+
+def enqueue(conn: sqlite3.Connection, key: str, question: str, user: str, at: float) -> int:
+    cursor = conn.execute(
+        "INSERT INTO queue (key, question, user, at) VALUES (?, ?, ?, ?)",
+        (key, _text(question), user, at),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def take_queued(conn: sqlite3.Connection, key: str) -> list[Queued]:
+    rows = conn.execute(
+        "DELETE FROM queue WHERE key = ? RETURNING id, question, user, at", (key,)
+    ).fetchall()
+    return sorted((Queued(**row) for row in rows), key=lambda q: q.id)
+
+
+def add_turn(
+    conn: sqlite3.Connection,
+    key: str,
+    run_id: str,
+    usage: dict[str, int],
+    cost_usd: float | None,
+    at: float,
+) -> None:
+    conn.execute(
+        "INSERT INTO turns (key, run_id, usage, cost_usd, at) VALUES (?, ?, ?, ?, ?)",
+        (key, run_id, _json(usage), cost_usd, at),
+    )
+
+
+def add_tool_call(conn: sqlite3.Connection, key: str, c: ToolCallRecord) -> None:
+    conn.execute(
+        "INSERT INTO tool_calls (key, run_id, call_id, tool, language, code, status,"
+        " exit_code, duration_s, excerpt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            key,
+            c.run_id,
+            c.call_id,
+            c.tool,
+            c.language,
+            _text(c.code),
+            c.status,
+            c.exit_code,
+            c.duration_s,
+            _text(c.excerpt),
+            c.at,
+        ),
+    )
+
+
+def tool_calls(conn: sqlite3.Connection, key: str) -> list[ToolCallRecord]:
+    rows = conn.execute(
+        "SELECT run_id, call_id, tool, language, code, status, exit_code, duration_s, excerpt, at"
+        " FROM tool_calls WHERE key = ? ORDER BY id",
+        (key,),
+    )
+    return [ToolCallRecord(**row) for row in rows]
+
+
+# Helpers.
+
+
+@contextlib.contextmanager
+def integrity() -> Iterator[None]:
+    """Constraint failures as the store's own errors, the same for any backend."""
+    try:
+        yield
+    except sqlite3.IntegrityError as e:
+        if "FOREIGN KEY" in str(e):
+            raise NotFound("the session or run it refers to is not in the store") from e
+        raise StoreError(str(e)) from e
+
+
+def check(value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{value!r} is not one of {allowed}")
+
+
+def _text(s: str) -> str:
+    """The text with lone surrogates replaced: SQLite stores UTF-8, which cannot hold them."""
+    return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)  # ASCII escapes: lone surrogates survive (see _text)
