@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -167,5 +168,3 @@ class SqliteStore:
             return fn(conn, *args)
         with transaction(conn), rows.integrity():
             return fn(conn, *args)
-
-

@@ -20,7 +20,6 @@ from bot.store.base import (
     ToolCallRecord,
 )
 
-
 _SESSION_COLUMNS = (
     "key, team, channel, thread_ts, sandbox_id, state, repo_url, created_at, last_activity"
 )
