@@ -57,9 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import percentile, sandbox_root
-from bot.agent.model import build_client
 from bot.errors import SandboxError, SandboxPathError
-from bot.runtime import Runtime
 from bot.sandbox.base import (
     CommandState,
     ExecResult,
@@ -257,9 +255,9 @@ class Timings:
 
         settle = SlackPoster.settle
 
-        async def timed_settle(poster: Any) -> None:
+        async def timed_settle(poster: Any, *args: Any) -> None:
             async with timings.waiting("SlackPoster.settle (end of run)"):
-                await settle(poster)
+                await settle(poster, *args)
 
         SlackPoster.settle = timed_settle  # type: ignore[method-assign]
         SqliteStore._call = timed_call  # type: ignore[method-assign]
@@ -313,11 +311,10 @@ async def _bot_main(settings: Settings, conn: Connection, instrument: bool) -> N
 
     threading.Thread(target=read, daemon=True).start()
     provider = SleepyProvider()
-    runtime = Runtime(settings, build_client(settings), provider)
     probe = LagProbe()
     probe.start()
     stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop, runtime=runtime))
+    serving = asyncio.create_task(serve(settings, stop, provider=provider))
     profiler: cProfile.Profile | None = None
     while True:
         command = asyncio.create_task(inbox.get())

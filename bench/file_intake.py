@@ -16,7 +16,7 @@ Both run on a sandbox that is already up (made and awaited before the clock star
 the comparison is of the bytes' path only. Slack is a small aiohttp server on 127.0.0.1 in
 the benchmark's own process: it checks the bot token like Slack and sends the file from
 disk (sendfile). Each measured case runs in a fresh bot process built the way
-`bot.runtime` builds it, so its memory is the bot's alone. Memory is the RSS high-water
+`bot.compose` builds it, so its memory is the bot's alone. Memory is the RSS high-water
 mark (VmHWM), reset through /proc/self/clear_refs just before the clock starts, minus the
 RSS at that moment. Each case runs `--reps` times, raw and intake taking turns to go
 first (this machine's disk and memory speeds drift); times are medians, memory the largest
@@ -45,7 +45,7 @@ from aiohttp import web
 
 from bench import sandbox_root
 from bench.servers import served
-from bot.runtime import Runtime
+from bot.compose import Runtime
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.files import checked
 from bot.slack.files import SlackFiles, data_kind
@@ -201,7 +201,7 @@ async def one_case(case: dict[str, Any]) -> dict[str, float]:
     file, name = case["file"], case["file"]["name"]
     kind, limit = data_kind(file) or "CSV", settings.max_file_bytes
     try:
-        session = runtime.new_session(f"bench-intake-{case['mode']}")
+        session = runtime.sessions.new(f"bench-intake-{case['mode']}")
         sandbox = await session.sandbox()
         rss0 = reset_high_water()
         wall, cpu = time.perf_counter(), time.process_time()

@@ -80,7 +80,7 @@ async def loop_overhead(root: Path, backend: str) -> tuple[float, float]:
             buddy_url = await stack.enter_async_context(served("buddy", str(root)))
             extra = buddy_settings(buddy_url)
         runtime = runtime_for(model_url, root, max_turns=CALLS + 5, **extra)
-        session = runtime.new_session(f"bench-loop-{backend}")
+        session = runtime.sessions.new(f"bench-loop-{backend}")
         await session.sandbox()
         wall, cpu = time.perf_counter(), time.process_time()
         await session.ask("go", lambda event: _nothing())

@@ -49,7 +49,7 @@ async def run(script: Any, root: Path, csv: bool, **overrides: Any) -> list[Usag
 
     async with FakeAnthropic(script, min_cache_tokens=1024) as fake:
         runtime = runtime_for(fake.base_url, root, max_turns=LONG_TURNS + 5, **overrides)
-        session = runtime.new_session("bench-tokens")
+        session = runtime.sessions.new("bench-tokens")
         try:
             if csv:
                 await session.add_file(POPULATION_CSV.name, lambda: file_chunks(POPULATION_CSV))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
-from bot.runtime import Runtime
+from bot.compose import Runtime
 from bot.settings import Settings
 from tests.fakes.buddy_api import FakeBuddy
 

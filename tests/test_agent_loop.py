@@ -27,7 +27,7 @@ async def session_with(
 ) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
     async with FakeAnthropic(script, min_cache_tokens=min_cache_tokens) as fake:
         runtime = runtime_for(fake.base_url, root, **settings)
-        session = runtime.new_session("loop-test")
+        session = runtime.sessions.new("loop-test")
         try:
             yield session, fake
         finally:
@@ -188,6 +188,38 @@ async def test_pause_turn_is_sent_back_as_is(sandbox_root: Path) -> None:
         result = await session.ask("long job", recorder)
     assert isinstance(result, RunFinished) and result.answer == "resumed and done"
     assert len(fake.requests) == 2 and recorder.of(TextEmitted) == []
+
+
+async def test_several_pauses_in_a_row_each_count_as_a_turn(sandbox_root: Path) -> None:
+    calls = []
+
+    def script(req):
+        calls.append(req)
+        if len(calls) <= 3:
+            return Reply([text(f"pause {len(calls)}")], stop_reason="pause_turn")
+        return Reply([text("done after three pauses")])
+
+    async with session_with(script, sandbox_root) as (session, fake):
+        result = await session.ask("long job", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "done after three pauses"
+    assert result.turns == 4 and len(fake.requests) == 4
+    # Each resend carried the paused turn as one assistant message, and no new user text.
+    last = fake.requests[-1].messages
+    assert [m["role"] for m in last] == ["user", "assistant"]
+    assert [b["text"] for b in last[1]["content"]] == ["pause 1", "pause 2", "pause 3"]
+
+
+async def test_endless_pauses_end_at_the_turn_limit(sandbox_root: Path) -> None:
+    def script(req):
+        return Reply([text(f"still paused {req.turn}")], stop_reason="pause_turn")
+
+    async with session_with(script, sandbox_root, max_turns=3) as (session, fake):
+        result = await session.ask("never ends", Recorder())
+        assert isinstance(result, RunFinished) and result.stop == "max_turns"
+        assert result.turns == 3 and len(fake.requests) == 3
+        # The conversation stays usable: a follow-up is sent after the paused turn.
+        follow = await session.ask("and now?", Recorder())
+    assert isinstance(follow, RunFinished) and len(fake.requests) == 6
 
 
 async def test_detached_command_then_check(sandbox_root: Path) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.agent.events import RunFinished
+from bot.agent.events import RunFinished, discard
 from bot.sandbox.base import SandboxSpec
+from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.buddy_api import FakeBuddy
-from tests.support import Recorder, buddy_settings, runtime_for
+from tests.support import Recorder, buddy_settings, file_chunks, runtime_for
 
 
 def run_python(code: str) -> dict:
@@ -34,7 +35,7 @@ async def test_sandbox_vanishing_mid_session_is_reported_clearly(sandbox_root: P
         FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
     ):
         runtime = runtime_for(model.base_url, sandbox_root, **buddy_settings(fake.base_url))
-        session = runtime.new_session("vanishing")
+        session = runtime.sessions.new("vanishing")
         state.update(fake=fake, id=(await session.sandbox()).id)
         try:
             result = await session.ask("go", recorder)
@@ -60,14 +61,17 @@ async def test_orphans_are_destroyed_and_live_sessions_spared(sandbox_root: Path
             SandboxSpec("crashed", tags=("slack-code-interpreter",))
         )
         stranger = await runtime.provider.create(SandboxSpec("other", tags=("not-ours",)))
-        session = runtime.new_session("live")
-        live = await session.sandbox()
+        store = SqliteStore(sandbox_root / "sessions.db")
+        await store.open()
+        engine = runtime.engine(store, lambda key: discard, lambda source: file_chunks)
+        live = await (await engine.open("T1:C1:1.0")).sandbox()
         try:
-            destroyed = await runtime.orphan_sweeper().sweep()
+            destroyed = await runtime.orphan_sweeper(engine).sweep()
             assert destroyed == [orphan.id]
             assert set(fake.sandboxes) == {live.id, stranger.id}
         finally:
-            await session.close()
+            await engine.close("T1:C1:1.0")
             await stranger.destroy()
             await runtime.close()
+            await store.close()
         assert not fake.sandboxes

@@ -55,7 +55,7 @@ async def test_hostile_snippets_are_contained(sandbox_root: Path, secret_in_env)
     recorder = Recorder()
     async with FakeAnthropic(hostile_script) as fake:
         runtime = runtime_for(fake.base_url, sandbox_root, max_turns=20)
-        session = runtime.new_session("hostile")
+        session = runtime.sessions.new("hostile")
         try:
             result = await session.ask("try to escape", recorder)
             sandbox = await session.sandbox()

@@ -10,6 +10,13 @@ from bot.sandbox.local import LocalProvider
 from bot.sessions.orphans import OrphanSweeper
 
 
+def owning(*ids: str):
+    async def owned() -> set[str]:
+        return set(ids)
+
+    return owned
+
+
 async def test_sweep_destroys_unowned_old_tagged_sandboxes(sandbox_root: Path) -> None:
     provider = LocalProvider(sandbox_root)
     try:
@@ -18,7 +25,7 @@ async def test_sweep_destroys_unowned_old_tagged_sandboxes(sandbox_root: Path) -
         other = await provider.create(SandboxSpec("not ours", tags=("someone-else",)))
         later = time.time() + 3600  # an hour on: everything is old enough
         sweeper = OrphanSweeper(
-            provider, "bot", lambda: {owned.id}, interval_s=60, min_age_s=600, clock=lambda: later
+            provider, "bot", owning(owned.id), interval_s=60, min_age_s=600, clock=lambda: later
         )
         assert await sweeper.sweep() == [orphan.id]
         remaining = {info.id for info in await provider.list_tagged("bot")}
@@ -35,7 +42,7 @@ async def test_young_sandboxes_are_spared(sandbox_root: Path) -> None:
     provider = LocalProvider(sandbox_root)
     try:
         young = await provider.create(SandboxSpec("booting", tags=("bot",)))
-        sweeper = OrphanSweeper(provider, "bot", set, interval_s=60, min_age_s=600)
+        sweeper = OrphanSweeper(provider, "bot", owning(), interval_s=60, min_age_s=600)
         assert await sweeper.sweep() == []
         assert [info.id for info in await provider.list_tagged("bot")] == [young.id]
     finally:
@@ -48,7 +55,7 @@ async def test_sandbox_left_by_a_dead_process_is_found_by_a_new_one(sandbox_root
     await first.close()  # the process "died": its provider is gone, the folder stays
     second = LocalProvider(sandbox_root)
     try:
-        sweeper = OrphanSweeper(second, "bot", set, interval_s=60, min_age_s=0)
+        sweeper = OrphanSweeper(second, "bot", owning(), interval_s=60, min_age_s=0)
         assert await sweeper.sweep() == [left.id]
         assert not (sandbox_root / left.id).exists()
     finally:

@@ -13,6 +13,7 @@ import pytest
 
 from bot.agent.events import RunFinished
 from bot.cli import main
+from bot.sessions.session import save_outputs
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.buddy_api import FakeBuddy
 from tests.scripts import population_analyst
@@ -56,12 +57,12 @@ async def test_population_growth_end_to_end(
         FakeAnthropic(population_analyst) as fake,
         runtime_on(backend, fake.base_url, sandbox_root) as runtime,
     ):
-        session = runtime.new_session("test-population")
+        session = runtime.sessions.new("test-population")
         session.start()
         try:
             await session.add_file(POPULATION_CSV.name, lambda: file_chunks(POPULATION_CSV))
             result = await session.ask(QUESTION, recorder)
-            saved = await session.save_outputs(tmp_path)
+            saved = await save_outputs(session.outputs, tmp_path)
         finally:
             await session.close()
 
@@ -97,7 +98,7 @@ async def test_follow_up_continues_the_same_session(backend: str, sandbox_root: 
         FakeAnthropic(script) as fake,
         runtime_on(backend, fake.base_url, sandbox_root) as runtime,
     ):
-        session = runtime.new_session("test-follow-up")
+        session = runtime.sessions.new("test-follow-up")
         try:
             first = await session.ask("write a note", Recorder())
             sandbox_id = session.sandbox_id

@@ -35,7 +35,7 @@ async def test_resume_after_teardown(backend: str, sandbox_root: Path) -> None:
         FakeAnthropic(script) as fake,
         runtime_on(backend, fake.base_url, sandbox_root) as runtime,
     ):
-        session = runtime.new_session("resume")
+        session = runtime.sessions.new("resume")
         try:
             await session.add_file(POPULATION_CSV.name, opener)
             first = await session.ask("count rows", Recorder())

@@ -72,23 +72,35 @@ class _Run:
         return self.budget_usd is not None and spent is not None and spent >= self.budget_usd
 
 
+Checkpoint = Callable[[list[dict[str, Any]]], Awaitable[None]]
+
+
 class Agent:
-    """One conversation: its history survives across `run` calls (follow-up questions)."""
+    """One conversation: its history survives across `run` calls (follow-up questions).
+
+    `history` continues a saved conversation; `checkpoint` is called with the history after
+    every change, so a restart can pick it up."""
 
     def __init__(
-        self, client: anthropic.AsyncAnthropic, config: AgentConfig, toolbox: Toolbox
+        self,
+        client: anthropic.AsyncAnthropic,
+        config: AgentConfig,
+        toolbox: Toolbox,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self._client = client
         self._config = config
         self._toolbox = toolbox
         self._tools = tool_definitions()
+        self._checkpoint = checkpoint
         self.history: list[dict[str, Any]] = []
-        # Called with the history after every change, so a restart can pick it up.
-        self.checkpoint: Callable[[list[dict[str, Any]]], Awaitable[None]] | None = None
+        self._repair(history or [])
 
-    def restore(self, history: list[dict[str, Any]]) -> None:
-        """Continue a saved conversation. A run cut off by a crash may have left tool calls
-        unanswered; they get results saying so, or the API would refuse the history."""
+    def _repair(self, history: list[dict[str, Any]]) -> None:
+        """A run cut off by a crash may have left tool calls unanswered; they get results
+        saying so, or the API would refuse the history."""
         self.history = list(history)
         last = self.history[-1] if self.history else None
         if last and last["role"] == "assistant":
@@ -120,24 +132,36 @@ class Agent:
             stop = message.stop_reason or "end_turn"
             if stop == "refusal":
                 return await self._refused(run, message, reporter)
-            self.history.append({"role": "assistant", "content": _dump(message.content)})
+            self._add("assistant", _dump(message.content))
             await self._save()
             calls = [b for b in message.content if b.type == "tool_use"]
             if stop == "pause_turn":
-                continue  # the server paused its own loop; sending the turn back resumes it
+                # The server paused its own loop; sending the turn back resumes it. A pause is a
+                # turn like any other, so the limits end a run that keeps pausing.
+                if limit := await self._limit_reached(run, message, reporter, []):
+                    return limit
+                continue
             if (stop == "tool_use" and calls) or (stop == "max_tokens" and calls):
                 for text in _texts(message):
                     await reporter(TextEmitted(text))
-                if run.turns >= self._config.max_turns:
-                    self._answer_unrun(calls, "The turn limit was reached before this call ran.")
-                    return await self._finish(run, message, reporter, "max_turns")
-                if run.over_budget:
-                    self._answer_unrun(calls, "The run's budget was spent before this call ran.")
-                    return await self._finish(run, message, reporter, "budget")
+                if limit := await self._limit_reached(run, message, reporter, calls):
+                    return limit
                 last_next = run.turns >= self._config.max_turns - 1
                 await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
                 continue
             return await self._finish(run, message, reporter, stop)
+
+    async def _limit_reached(
+        self, run: _Run, message: Message, reporter: Reporter, calls: list[Any]
+    ) -> RunFinished | None:
+        """The run's end if its turn limit or budget is reached; unrun calls are answered."""
+        if run.turns >= self._config.max_turns:
+            self._answer_unrun(calls, "The turn limit was reached before this call ran.")
+            return await self._finish(run, message, reporter, "max_turns")
+        if run.over_budget:
+            self._answer_unrun(calls, "The run's budget was spent before this call ran.")
+            return await self._finish(run, message, reporter, "budget")
+        return None
 
     def _params(self, system: list[dict[str, Any]]) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -195,7 +219,8 @@ class Agent:
         return outcome
 
     def _answer_unrun(self, calls: list[Any], note: str) -> None:
-        self._add_user([_tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
+        if calls:
+            self._add_user([_tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
 
     async def _refused(self, run: _Run, message: Message, reporter: Reporter) -> RunFailed:
         # A refused turn is dropped, never run, so the conversation can go on afterwards.
@@ -228,15 +253,19 @@ class Agent:
         return finished
 
     async def _save(self) -> None:
-        if self.checkpoint is not None:
-            await self.checkpoint(self.history)
+        if self._checkpoint is not None:
+            await self._checkpoint(self.history)
 
     def _add_user(self, blocks: list[dict[str, Any]]) -> None:
-        """Append user content, merging into a trailing user message (roles must alternate)."""
-        if self.history and self.history[-1]["role"] == "user":
+        self._add("user", blocks)
+
+    def _add(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        """Append content, merging into a trailing message of the same role (roles alternate;
+        a turn resumed after `pause_turn` continues the same assistant message)."""
+        if self.history and self.history[-1]["role"] == role:
             self.history[-1]["content"].extend(blocks)
         else:
-            self.history.append({"role": "user", "content": list(blocks)})
+            self.history.append({"role": role, "content": list(blocks)})
 
 
 def _dump(blocks: list[Any]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 
 from bot.errors import BotError
 from bot.sandbox.base import SandboxProvider
@@ -24,7 +24,7 @@ class OrphanSweeper:
         self,
         provider: SandboxProvider,
         tag: str,
-        owned: Callable[[], Collection[str]],
+        owned: Callable[[], Awaitable[Collection[str]]],
         *,
         interval_s: float,
         min_age_s: float,
@@ -45,7 +45,7 @@ class OrphanSweeper:
         except BotError as exc:
             log.warning("orphan sweep could not list sandboxes: %s", exc)
             return []
-        owned, now = set(self._owned()), self._clock()
+        owned, now = set(await self._owned()), self._clock()
         doomed = [
             info.id
             for info in found

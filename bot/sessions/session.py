@@ -28,6 +28,7 @@ from bot.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
+from bot.sessions.events import Outputs
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 
 AgentFactory = Callable[[SandboxGetter], Agent]
@@ -56,6 +57,7 @@ class Session:
         repo_url: str | None = None,
         tags: tuple[str, ...] = (),
         spool_dir: Path = DEFAULT_SPOOL_DIR,
+        on_sandbox: Callable[[str | None], Awaitable[None]] | None = None,
     ) -> None:
         self.key = key
         self.repo_url = repo_url
@@ -70,7 +72,7 @@ class Session:
         self._turn_lock = asyncio.Lock()
         self.agent = make_agent(self.sandbox)
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
-        self.on_sandbox: Callable[[str | None], Awaitable[None]] | None = None
+        self._on_sandbox = on_sandbox
         self._background: asyncio.Task[None] | None = None
 
     @property
@@ -173,16 +175,6 @@ class Session:
             context = session_context(self.files, self.repo_url, notes)
             return await self.agent.run(question, context, reporter, budget_usd)
 
-    async def save_outputs(self, dest: Path) -> list[Path]:
-        """Copy report.md and the files in out/ to a local folder; returns what was saved."""
-        saved = []
-        await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
-        async for name, chunks in self.outputs():
-            with contextlib.suppress(SandboxPathError):
-                await _save(chunks, dest / name)
-                saved.append(dest / name)
-        return saved
-
     async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
         """report.md (if written), then each file in out/: (safe name, byte stream)."""
         sandbox = await self.sandbox()
@@ -209,12 +201,12 @@ class Session:
         self._sandbox_task = None
         if sandbox and destroy:
             await sandbox.destroy()
-            if self.on_sandbox is not None:
-                await self.on_sandbox(None)
+            if self._on_sandbox is not None:
+                await self._on_sandbox(None)
 
     def _report_sandbox(self, task: asyncio.Task[Sandbox]) -> None:
-        if self.on_sandbox is not None and not task.cancelled() and not task.exception():
-            self._background = asyncio.create_task(self.on_sandbox(task.result().id))
+        if self._on_sandbox is not None and not task.cancelled() and not task.exception():
+            self._background = asyncio.create_task(self._on_sandbox(task.result().id))
 
     def _upload_later(
         self, path: str, chunks: AsyncIterator[bytes], spooled: Spooled | None = None
@@ -237,6 +229,17 @@ class Session:
             "fresh one. Anything you made earlier (variables, files in /buddy/work, "
             f"report.md, out/) is gone. The files given to you were taken in again: {names}."
         )
+
+
+async def save_outputs(files: Outputs, dest: Path) -> list[Path]:
+    """Copy report.md and the files in out/ to a local folder; returns what was saved."""
+    saved = []
+    await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
+    async for name, chunks in files():
+        with contextlib.suppress(SandboxPathError):
+            await _save(chunks, dest / name)
+            saved.append(dest / name)
+    return saved
 
 
 async def _save(chunks: AsyncIterator[bytes], target: Path) -> None:

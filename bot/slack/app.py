@@ -1,4 +1,4 @@
-"""The Slack app: Bolt `AsyncApp` in Socket Mode, wired to the session manager."""
+"""The Slack app: Bolt `AsyncApp` in Socket Mode, wired to the engine."""
 
 from __future__ import annotations
 
@@ -15,15 +15,16 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.compose import Runtime, build_store
 from bot.errors import ConfigError
-from bot.runtime import Runtime
+from bot.sandbox.base import SandboxProvider
 from bot.settings import Settings
 from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, STOP_ACTION
-from bot.store.sqlite import SqliteStore
+from bot.slack.view import views
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
@@ -89,14 +90,16 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     return app
 
 
-async def serve(settings: Settings, stop: asyncio.Event, runtime: Runtime | None = None) -> None:
+async def serve(
+    settings: Settings, stop: asyncio.Event, provider: SandboxProvider | None = None
+) -> None:
     """Run the app until `stop` is set, then shut down (sessions and sandboxes are kept for
     the next start; a turn still running after the grace period is interrupted).
-    `runtime` replaces the one the settings describe (benchmarks bring their own)."""
+    `provider` replaces the one the settings describe (benchmarks bring their own)."""
     bot_token, app_token = slack_tokens(settings)
-    store = SqliteStore(settings.store_path)
+    store = build_store(settings)
     await store.open()
-    runtime = runtime or Runtime.from_settings(settings)
+    runtime = Runtime.from_settings(settings, provider)
     http = aiohttp.ClientSession()
     client = build_client(bot_token, settings.slack_api_url, http)
     poster = SlackPoster(
@@ -106,24 +109,19 @@ async def serve(settings: Settings, stop: asyncio.Event, runtime: Runtime | None
         scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
-    bot = SlackBot(
-        runtime,
-        store,
-        poster,
-        files,
-        idle_timeout_s=settings.session_idle_timeout,
-        policy=Policy.from_settings(settings),
-    )
-    sweeper = runtime.orphan_sweeper(owned=bot.manager.owned_sandbox_ids)
+    view_for = views(poster, settings.max_cost_usd_per_run)
+    engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
+    bot = SlackBot(engine, poster, files, policy=Policy.from_settings(settings))
+    sweeper = runtime.orphan_sweeper(engine)
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
     try:
-        interrupted = await bot.manager.restore()
+        interrupted = await engine.lifecycle.restore()
         if settings.orphan_cleanup:
             sweeper.start()
-        bot.manager.start_reaper()
+        engine.lifecycle.start_reaper()
         await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
         log.info("Connected to Slack (Socket Mode); sandboxes: %s", settings.backend)
-        await bot.tell_interrupted(interrupted)
+        await engine.lifecycle.tell_interrupted(interrupted)
         await stop.wait()
         log.info("Shutting down")
     finally:

@@ -823,12 +823,17 @@ class FakeAnthropic:
             "usage": usage,
         }
 
-    def _remember(self, reply: Reply) -> None:
+    def _remember(self, req: ModelRequest, reply: Reply) -> None:
         for block in reply.content:
             if block.get("type") == "thinking":
                 self._signatures[block["signature"]] = block["thinking"]
         if reply.stop_reason == "pause_turn":
+            # Consecutive assistant turns are merged, so a turn paused again may come back as
+            # one message: the earlier paused content followed by this reply's.
+            last = req.messages[-1]
+            before = last["content"] if last["role"] == "assistant" else []
             self._paused.add(_content_digest(reply.content))
+            self._paused.add(_content_digest([*before, *reply.content]))
 
     async def _reply(
         self, request: web.Request, req: ModelRequest, reply: Reply
@@ -836,7 +841,7 @@ class FakeAnthropic:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         message = self._message(req, reply)
-        self._remember(reply)
+        self._remember(req, reply)
         if not req.stream:
             return web.json_response(message, headers=_id_header())
         response = await _stream(request, [*_stream_blocks(message), *_stream_tail(message)])

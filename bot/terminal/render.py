@@ -1,8 +1,10 @@
-"""The terminal reporter: tool calls as they happen, then the answer and what it cost."""
+"""The terminal view: tool calls as they happen, then the answer, what it cost, and the
+files saved."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from bot.agent.clip import clip
@@ -15,19 +17,43 @@ from bot.agent.events import (
     ToolCallStarted,
 )
 from bot.agent.usage import Usage
+from bot.sessions.events import (
+    BudgetSpent,
+    Outputs,
+    OutputsReady,
+    RunInterrupted,
+    RunStopped,
+    SessionEvent,
+)
+from bot.sessions.session import save_outputs
 
 CODE_LINES = 30
 MARKS = {"ok": "✓", "running": "…"}
 
 
 class TerminalReporter:
-    def __init__(self, out: TextIO | None = None, *, color: bool | None = None) -> None:
+    """`save_to`: where report.md and out/ go after each run (None: nowhere)."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        color: bool | None = None,
+        save_to: Path | None = None,
+    ) -> None:
         self._out = out or sys.stdout
         self._color = self._out.isatty() if color is None else color
+        self._save_to = save_to
         self._calls = 0
 
-    async def __call__(self, event: Event) -> None:
+    async def __call__(self, event: Event | SessionEvent) -> None:
         match event:
+            case OutputsReady() if self._save_to is not None:
+                await self._save(event.files, self._save_to)
+            case RunStopped() | RunInterrupted():
+                self._write(self._red("\nThe run was interrupted."))
+            case BudgetSpent():
+                self._write(self._red("\n" + budget_note(event)))
             case ToolCallStarted():
                 self._calls += 1
                 self._started(event)
@@ -42,6 +68,13 @@ class TerminalReporter:
                 self._write(self._red(f"\nFailed: {event.reason}"))
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
         self._out.flush()
+
+    async def _save(self, files: Outputs, dest: Path) -> None:
+        saved = await save_outputs(files, dest)
+        for path in saved:
+            self._write(f"Saved {path}")
+        if not any(path.name == "report.md" for path in saved):
+            self._write("No report.md was written in this run.")
 
     def _started(self, event: ToolCallStarted) -> None:
         what = event.language or event.tool
@@ -92,4 +125,12 @@ def summary(turns: int, usage: Usage, cost: float | None) -> str:
         f"{turns} turn{'s' if turns != 1 else ''} · {usage.prompt_tokens:,} tokens in "
         f"({usage.cache_read_tokens:,} cached, {usage.cache_write_tokens:,} written) · "
         f"{usage.output_tokens:,} out · {price}"
+    )
+
+
+def budget_note(event: BudgetSpent) -> str:
+    whose = "this session's" if event.scope == "thread" else "your daily"
+    return (
+        f"No budget left: ${event.spent_usd:.2f} of {whose} ${event.limit_usd:.2f} is spent "
+        "(MAX_COST_USD_PER_THREAD, MAX_COST_USD_PER_USER_DAY)."
     )

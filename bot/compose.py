@@ -1,0 +1,81 @@
+"""The composition root: settings → store → sandbox provider → model client → engine.
+
+Both front ends build what they run here, handing in how they show a thread (`view_for`)
+and how they fetch a stored file again (`opener_for`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anthropic
+
+from bot.agent.model import build_client
+from bot.sandbox.base import SandboxProvider
+from bot.sandbox.buddy import BuddyConfig, BuddyProvider
+from bot.sandbox.local import LocalProvider
+from bot.scrub import Scrubber
+from bot.sessions.budget import Budgets
+from bot.sessions.engine import Engine, OpenerFor
+from bot.sessions.events import ViewFor
+from bot.sessions.factory import SessionFactory
+from bot.sessions.orphans import OrphanSweeper
+from bot.settings import Settings
+from bot.store.base import Store
+from bot.store.sqlite import SqliteStore
+
+
+def build_provider(settings: Settings) -> SandboxProvider:
+    if settings.backend == "buddy":
+        return BuddyProvider(BuddyConfig.from_settings(settings))
+    return LocalProvider(settings.sandbox_root)
+
+
+def build_store(settings: Settings) -> Store:
+    return SqliteStore(settings.store_path)
+
+
+@dataclass
+class Runtime:
+    """What a running bot holds once: settings, the model client, the sandbox provider, and
+    the factory that makes sessions from them."""
+
+    settings: Settings
+    client: anthropic.AsyncAnthropic
+    provider: SandboxProvider
+    sessions: SessionFactory
+
+    @classmethod
+    def from_settings(cls, settings: Settings, provider: SandboxProvider | None = None) -> Runtime:
+        """`provider` replaces the one the settings describe (benchmarks bring their own)."""
+        client = build_client(settings)
+        provider = provider or build_provider(settings)
+        return cls(settings, client, provider, SessionFactory(settings, client, provider))
+
+    @property
+    def scrubber(self) -> Scrubber:
+        return self.sessions.scrubber
+
+    def engine(self, store: Store, view_for: ViewFor, opener_for: OpenerFor) -> Engine:
+        return Engine(
+            store,
+            self.sessions,
+            view_for,
+            opener_for,
+            budgets=Budgets.from_settings(self.settings),
+            idle_timeout_s=self.settings.session_idle_timeout,
+        )
+
+    def orphan_sweeper(self, engine: Engine) -> OrphanSweeper:
+        s = self.settings
+        return OrphanSweeper(
+            self.provider,
+            s.sandbox_tag,
+            engine.lifecycle.owned_sandbox_ids,
+            interval_s=s.orphan_sweep_interval_s,
+            min_age_s=s.orphan_min_age_s,
+        )
+
+    async def close(self) -> None:
+        await self.provider.close()
+        await self.client.close()

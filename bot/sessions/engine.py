@@ -1,0 +1,248 @@
+"""The engine: one thread of work per key, from question to outcome, for every front end.
+
+A front end hands it questions (`ask`), Stop clicks (`stop`) and Continue clicks
+(`continue_run`), and renders what the engine reports through the view it gave for the
+thread. Questions wait in the store while a run goes, and are joined into the next run.
+What a restart or another process needs (sessions, history, files, runs, who stopped a run,
+Continue allowances, waiting questions) is in the store; this process keeps only its tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bot.agent.events import RunFinished
+from bot.agent.prompt import DataFile
+from bot.sessions.budget import Budgets
+from bot.sessions.events import (
+    BudgetSpent,
+    OutputsReady,
+    RunInterrupted,
+    RunStarted,
+    RunStopped,
+    ViewFor,
+)
+from bot.sessions.factory import SessionFactory
+from bot.sessions.files import FileOpener
+from bot.sessions.lifecycle import Lifecycle
+from bot.sessions.run import Audit, ask_watching_sandbox, failure
+from bot.sessions.session import Intake, Session
+from bot.sessions.thread import RunResult, Thread
+from bot.store.base import FileRecord, RunOutcome, SessionRecord, Store
+
+log = logging.getLogger(__name__)
+
+OpenerFor = Callable[[dict[str, Any]], FileOpener]  # a stored file source -> its bytes again
+CONTINUE_QUESTION = "Continue where you stopped."
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        sessions: SessionFactory,
+        view_for: ViewFor,
+        opener_for: OpenerFor,
+        *,
+        budgets: Budgets,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._view_for = view_for
+        self._opener_for = opener_for
+        self._budgets = budgets
+        self._clock = clock
+        self._threads: dict[str, Thread] = {}
+        self.accepting = True
+        self.lifecycle = Lifecycle(
+            self._threads, self._load, store, sessions.provider, view_for,
+            idle_timeout_s=idle_timeout_s, clock=clock,
+        )  # fmt: skip
+
+    # -- threads --
+
+    async def knows(self, key: str) -> bool:
+        """Whether the bot works in this thread (here or, before a restart, anywhere)."""
+        return key in self._threads or await self._store.get_session(key) is not None
+
+    async def open(self, key: str, repo_url: str | None = None) -> Session:
+        """The key's session (made, or loaded from the store), its sandbox under way."""
+        thread = self._threads.get(key)
+        if thread is None:
+            thread = self._threads[key] = await self._load(key, repo_url)
+        thread.session.start()
+        thread.last_activity = self._clock()
+        await self._store.update_session(key, last_activity=thread.last_activity)
+        return thread.session
+
+    def sandbox_id(self, key: str) -> str | None:
+        thread = self._threads.get(key)
+        return thread.session.sandbox_id if thread else None
+
+    def file_count(self, key: str) -> int:
+        thread = self._threads.get(key)
+        return len(thread.session.intakes) if thread else 0
+
+    async def add_file(
+        self, key: str, name: str, opener: FileOpener, source: dict[str, Any]
+    ) -> DataFile:
+        """Take a file into the thread's sandbox; `source` says how to fetch it again."""
+        intake = await (await self.open(key)).add_file(name, opener)
+        record = FileRecord(
+            str(source.get("id", "")), name, intake.file.size, intake.sha256,
+            intake.file.path, {**source, "header": intake.file.header},
+        )  # fmt: skip
+        await self._store.add_file(key, record)
+        return intake.file
+
+    async def close(self, key: str, *, destroy: bool = True) -> None:
+        """Let go of a thread's session: its sandbox destroyed, or kept for a later resume."""
+        thread = self._threads.pop(key, None)
+        if thread is not None:
+            await thread.session.close(destroy=destroy)
+
+    # -- runs --
+
+    async def ask(
+        self, key: str, question: str, *, user: str, repo_url: str | None = None
+    ) -> asyncio.Future[RunResult]:
+        """Queue a question; it runs (joined with any others waiting) once the thread is free.
+        The future resolves with the outcome of the run that answered it."""
+        await self.open(key, repo_url)
+        thread = self._threads[key]
+        queued_id = await self._store.enqueue(key, question, user, self._clock())
+        waiter = thread.waiters[queued_id] = asyncio.get_running_loop().create_future()
+        if not thread.busy:
+            thread.worker = asyncio.create_task(self._work(key, thread))
+        return waiter
+
+    async def continue_run(self, key: str, user: str) -> asyncio.Future[RunResult] | None:
+        """The Continue button: one more run's allowance for the thread, and the run goes on."""
+        if not self.accepting or not await self.knows(key):
+            return None
+        await self._store.grant(key, self._budgets.run_usd)
+        return await self.ask(key, CONTINUE_QUESTION, user=user)
+
+    async def stop(self, run_id: str, by: str) -> bool:
+        """The Stop button: True if the run was still going."""
+        run = await self._store.request_stop(run_id, by)
+        thread = self._threads.get(run.key) if run else None
+        if thread is None or thread.run_id != run_id or thread.current is None:
+            return False
+        return thread.current.cancel()
+
+    async def shutdown(self, grace_s: float) -> list[str]:
+        """Stop taking work; running turns get `grace_s` to finish, the rest are interrupted
+        (and told). Sessions keep their sandboxes for the next start. Returns the cut keys."""
+        self.accepting = False
+        return await self.lifecycle.drain(grace_s)
+
+    # -- internals --
+
+    async def _load(self, key: str, repo_url: str | None = None) -> Thread:
+        record = await self._store.get_session(key)
+        now = self._clock()
+        if record is None:
+            team, channel, thread_ts = [*key.split(":", 2), "", ""][:3]
+            record = SessionRecord(
+                key, team, channel, thread_ts, None, "active", repo_url, now, now
+            )
+            await self._store.save_session(record)
+        session = self._sessions.new(
+            key,
+            record.repo_url,
+            history=await self._store.load_history(key),
+            checkpoint=lambda history: self._store.save_history(key, history),
+            on_sandbox=lambda sandbox_id: self._sandbox_changed(key, sandbox_id),
+        )
+        intakes = [self._intake(f) for f in await self._store.files(key)]
+        sandbox = await self.lifecycle.attach(record)
+        if sandbox is not None:
+            session.adopt(sandbox, intakes)
+        elif intakes:
+            session.remember(intakes)
+        return Thread(session, last_activity=record.last_activity if sandbox else now)
+
+    def _intake(self, file: FileRecord) -> Intake:
+        header = str(file.source.get("header", ""))
+        data = DataFile(path=file.sandbox_path, size=file.size, header=header)
+        return Intake(file.name, data, self._opener_for(file.source), file.sha256)
+
+    async def _sandbox_changed(self, key: str, sandbox_id: str | None) -> None:
+        state = "active" if sandbox_id else "idle"
+        await self._store.update_session(key, sandbox_id=sandbox_id, state=state)
+
+    async def _work(self, key: str, thread: Thread) -> None:
+        try:
+            while self.accepting and (queued := await self._store.take_queued(key)):
+                question = "\n\n".join(q.question for q in queued)
+                result = await self._run(key, thread, question, queued[-1].user)
+                for q in queued:
+                    waiter = thread.waiters.pop(q.id, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(result)
+        except Exception:
+            log.exception("the worker of %s failed", key)
+        finally:
+            for waiter in thread.waiters.values():
+                if not waiter.done():
+                    waiter.set_result(None)
+            thread.waiters.clear()
+
+    async def _run(self, key: str, thread: Thread, question: str, user: str) -> RunResult:
+        view = self._view_for(key)
+        allowance = await self._budgets.allowance(self._store, key, user, self._clock())
+        if isinstance(allowance, BudgetSpent):
+            await view(allowance)
+            return None
+        run_id = secrets.token_hex(6)
+        await self._store.start_run(key, run_id, question, self._clock(), user)
+        report = Audit(self._store, key, run_id, view)
+        thread.run_id = run_id
+        thread.current = asyncio.create_task(
+            self._execute(thread.session, question, report, allowance, run_id)
+        )
+        await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
+        result, outcome = _outcome(thread.current, self.accepting)
+        await self._store.end_run(run_id, outcome, self._clock())
+        thread.current = thread.run_id = None
+        thread.last_activity = self._clock()
+        await self._store.update_session(key, last_activity=thread.last_activity)
+        return result
+
+    async def _execute(
+        self, session: Session, question: str, report: Audit, budget: float, run_id: str
+    ) -> RunResult:
+        await report(RunStarted(run_id, question, budget))
+        try:
+            result = await ask_watching_sandbox(session, question, report, budget)
+            await report(OutputsReady(session.outputs))
+            return result
+        except asyncio.CancelledError:
+            if self.accepting:
+                run = await self._store.get_run(run_id)
+                await report(RunStopped(run.stopped_by if run else None))
+            else:
+                await report(RunInterrupted("shutdown"))
+            raise
+        except Exception as exc:
+            failed = failure(exc)
+            await report(failed)
+            return failed
+
+
+def _outcome(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResult, RunOutcome]:
+    if task.cancelled():
+        return None, "stopped" if accepting else "interrupted"
+    if task.exception():
+        log.error("a run failed", exc_info=task.exception())
+        return None, "failed"
+    result = task.result()
+    return result, "finished" if isinstance(result, RunFinished) else "failed"

@@ -1,0 +1,68 @@
+"""What the engine tells a front end about a thread, beside the agent's own events.
+
+A front end renders these for one thread: `ViewFor(key)` gives the reporter for a thread,
+and the engine asks for a fresh one at the start of every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from bot.agent.events import Event
+
+Outputs = Callable[[], AsyncIterator[tuple[str, AsyncIterator[bytes]]]]
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str  # what a Stop button names
+    question: str
+    budget_usd: float
+
+
+@dataclass(frozen=True)
+class OutputsReady:
+    """The run ended with an answer or a model failure; `files()` streams report.md and
+    out/ (safe names), for the front end to save or post."""
+
+    files: Outputs
+
+
+@dataclass(frozen=True)
+class RunStopped:
+    by: str | None  # who pressed Stop, when known
+
+
+@dataclass(frozen=True)
+class RunInterrupted:
+    # shutdown: this process is stopping; restart: a crash cut the run off before a start.
+    why: Literal["shutdown", "restart"]
+
+
+@dataclass(frozen=True)
+class BudgetSpent:
+    """No run: the thread's or the user's day's budget is used up."""
+
+    scope: Literal["thread", "user"]
+    spent_usd: float
+    limit_usd: float
+    continue_usd: float  # what a Continue adds (thread budgets only; 0 for users)
+
+
+@dataclass(frozen=True)
+class SandboxSuspended:
+    """The thread went quiet and its sandbox was shut down; it resumes on the next question."""
+
+
+SessionEvent = (
+    Event | RunStarted | OutputsReady | RunStopped | RunInterrupted | BudgetSpent | SandboxSuspended
+)
+
+
+class ThreadView(Protocol):
+    async def __call__(self, event: SessionEvent) -> None: ...
+
+
+ViewFor = Callable[[str], ThreadView]

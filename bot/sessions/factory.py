@@ -1,0 +1,82 @@
+"""Makes sessions: a sandbox spec, an agent with its toolbox, and the callbacks the engine
+wants to hear from, all given when the session is built."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anthropic
+
+from bot.agent.loop import Agent, AgentConfig, Checkpoint
+from bot.agent.model import RetryPolicy
+from bot.agent.tools import SandboxGetter, Toolbox
+from bot.sandbox.base import SandboxProvider
+from bot.scrub import Scrubber
+from bot.sessions.session import Session
+from bot.settings import Settings
+
+SandboxChanged = Callable[[str | None], Awaitable[None]]
+
+
+def session_tag(key: str) -> str:
+    """A tag naming the session, in characters any backend accepts."""
+    return "session-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+class SessionFactory:
+    def __init__(
+        self,
+        settings: Settings,
+        client: anthropic.AsyncAnthropic,
+        provider: SandboxProvider,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self.provider = provider
+        self.scrubber = Scrubber(settings.secret_values())
+
+    def new(
+        self,
+        key: str,
+        repo_url: str | None = None,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        checkpoint: Checkpoint | None = None,
+        on_sandbox: SandboxChanged | None = None,
+    ) -> Session:
+        """A session for `key`, continuing `history`; `checkpoint` hears every change to the
+        history and `on_sandbox` every change of sandbox."""
+        return Session(
+            key,
+            self.provider,
+            lambda sandbox: self._agent(sandbox, history, checkpoint),
+            repo_url=repo_url,
+            tags=(self._settings.sandbox_tag, session_tag(key)),
+            spool_dir=self._settings.spool_dir,
+            on_sandbox=on_sandbox,
+        )
+
+    def _agent(
+        self,
+        sandbox: SandboxGetter,
+        history: list[dict[str, Any]] | None,
+        checkpoint: Checkpoint | None,
+    ) -> Agent:
+        s = self._settings
+        config = AgentConfig(
+            model=s.anthropic_model,
+            max_turns=s.max_turns,
+            max_output_tokens=s.max_output_tokens,
+            retry=RetryPolicy(s.model_retry_attempts, s.model_retry_delay_s),
+            prompt_caching=s.prompt_caching,
+        )
+        toolbox = Toolbox(
+            sandbox,
+            default_timeout_s=min(60, s.tool_timeout_s),
+            max_timeout_s=s.tool_timeout_s,
+            output_chars=s.tool_output_chars,
+            scrubber=self.scrubber,
+        )
+        return Agent(self._client, config, toolbox, history=history, checkpoint=checkpoint)

@@ -1,0 +1,143 @@
+"""Around the runs: reattaching after a start, the idle reaper, and a graceful shutdown.
+
+The reaper works from the store, so a thread is reaped whichever process served it last,
+and never while a run is in flight anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from bot.errors import BotError
+from bot.sandbox.base import Sandbox, SandboxProvider
+from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
+from bot.sessions.thread import Thread
+from bot.store.base import RunRecord, SessionRecord, Store
+
+log = logging.getLogger(__name__)
+
+Load = Callable[[str], Awaitable[Thread]]
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        threads: dict[str, Thread],
+        load: Load,
+        store: Store,
+        provider: SandboxProvider,
+        view_for: ViewFor,
+        *,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._threads = threads
+        self._load = load
+        self._store = store
+        self._provider = provider
+        self._view_for = view_for
+        self._idle_timeout_s = idle_timeout_s
+        self._clock = clock
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def attach(self, record: SessionRecord) -> Sandbox | None:
+        """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
+        if record.state != "active" or not record.sandbox_id:
+            return None
+        sandbox = await self._provider.attach(record.sandbox_id)
+        if sandbox is None:
+            await self._store.update_session(record.key, sandbox_id=None, state="closed")
+        return sandbox
+
+    async def restore(self) -> list[RunRecord]:
+        """After a start: reattach the sandboxes that still exist (stopping what a crash left
+        running in them) and end the runs a crash cut off; returns those runs."""
+        for record in await self._store.list_sessions():
+            if record.state == "active" and record.sandbox_id and record.key not in self._threads:
+                thread = await self._load(record.key)
+                if thread.session.sandbox_id is not None:
+                    self._threads[record.key] = thread
+        interrupted = await self._store.runs_in_flight()
+        for run in interrupted:
+            await self._store.end_run(run.run_id, "interrupted", self._clock())
+        return interrupted
+
+    async def tell_interrupted(self, runs: list[RunRecord]) -> None:
+        for run in runs:
+            try:
+                await self._view_for(run.key)(RunInterrupted("restart"))
+            except Exception:
+                log.exception("telling %s about an interrupted run failed", run.key)
+
+    async def owned_sandbox_ids(self) -> set[str]:
+        """Sandboxes that sessions hold, in this process or in the store."""
+        live = {t.session.sandbox_id for t in self._threads.values() if t.session.sandbox_id}
+        stored = {r.sandbox_id for r in await self._store.list_sessions() if r.sandbox_id}
+        return live | stored
+
+    def start_reaper(self, interval_s: float | None = None) -> None:
+        if self._reaper is None:
+            every = interval_s or max(0.5, min(30.0, self._idle_timeout_s / 4))
+            self._reaper = asyncio.create_task(self._reap_forever(every))
+
+    def stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+
+    async def reap(self) -> list[str]:
+        """Shut down the sandboxes of threads quiet for longer than the idle timeout."""
+        now, reaped = self._clock(), []
+        in_flight = {run.key for run in await self._store.runs_in_flight()}
+        for record in await self._store.list_sessions():
+            thread = self._threads.get(record.key)
+            last = thread.last_activity if thread else record.last_activity
+            quiet = now - last >= self._idle_timeout_s and record.key not in in_flight
+            if quiet and not (thread and thread.busy) and await self._suspend(record, thread):
+                reaped.append(record.key)
+                await self._tell_suspended(record.key)
+        return reaped
+
+    async def drain(self, grace_s: float) -> list[str]:
+        """Let running turns finish within `grace_s`, cancel the rest (recorded as
+        interrupted) and wait for the workers. Returns the keys whose runs were cut."""
+        self.stop_reaper()
+        running = {k: t.current for k, t in self._threads.items() if t.running}
+        if running:
+            await asyncio.wait(running.values(), timeout=grace_s)  # type: ignore[arg-type]
+        cut = [key for key, task in running.items() if task and not task.done()]
+        for key in cut:
+            running[key].cancel()  # type: ignore[union-attr]
+        workers = [t.worker for t in self._threads.values() if t.worker]
+        await asyncio.gather(*workers, return_exceptions=True)
+        return cut
+
+    async def _suspend(self, record: SessionRecord, thread: Thread | None) -> bool:
+        if thread is not None and thread.session.sandbox_id is not None:
+            await thread.session.suspend()  # the session records its sandbox as gone
+            return True
+        if thread is not None or record.state != "active" or not record.sandbox_id:
+            return False
+        try:  # a thread this process never loaded: its sandbox goes by id
+            await self._provider.destroy_id(record.sandbox_id)
+        except BotError as exc:
+            log.warning("could not shut down %s's sandbox: %s", record.key, exc)
+            return False
+        await self._store.update_session(record.key, sandbox_id=None, state="idle")
+        return True
+
+    async def _tell_suspended(self, key: str) -> None:
+        try:
+            await self._view_for(key)(SandboxSuspended())
+        except Exception:
+            log.exception("telling %s about its idle teardown failed", key)
+
+    async def _reap_forever(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.reap()
+            except Exception:
+                log.exception("reaping idle sessions failed")

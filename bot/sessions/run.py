@@ -1,0 +1,90 @@
+"""The pieces of one run: its audit, the sandbox watched while the model starts, and
+failures turned into messages a user may read."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+
+from bot.agent.events import (
+    Event,
+    ModelTurn,
+    RunFailed,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from bot.agent.usage import Usage
+from bot.errors import BotError
+from bot.sessions.events import SessionEvent, ThreadView
+from bot.sessions.session import Session
+from bot.store.base import Store, ToolCallRecord
+
+log = logging.getLogger(__name__)
+
+
+def error_ref(exc: BaseException, what: str) -> str:
+    """Log the details under a short id that the user's message quotes."""
+    ref = secrets.token_hex(3)
+    log.error("%s [ref %s]", what, ref, exc_info=exc)
+    return ref
+
+
+def failure(exc: Exception) -> RunFailed:
+    """A run that raised, as a message for the thread (details only in the log)."""
+    if isinstance(exc, BotError):
+        reason = f"{exc} (ref {error_ref(exc, 'run failed')})"
+    else:
+        reason = f"Something went wrong on my side (ref {error_ref(exc, 'run crashed')})."
+    return RunFailed(reason, 0, Usage(), 0.0)
+
+
+async def ask_watching_sandbox(
+    session: Session, question: str, reporter: ThreadView, budget_usd: float
+) -> RunFinished | RunFailed:
+    """Run the question while the sandbox boots; if the sandbox fails, raise that instead."""
+    ask = asyncio.create_task(session.ask(question, reporter, budget_usd))
+    ready = asyncio.create_task(session.sandbox())
+    try:
+        await asyncio.wait([ask, ready], return_when=asyncio.FIRST_COMPLETED)
+        if ready.done() and not ready.cancelled() and ready.exception() and not ask.done():
+            ask.cancel()
+            await asyncio.wait([ask])
+            raise ready.exception()  # type: ignore[misc]
+        return await ask
+    finally:
+        for task in (ask, ready):
+            task.cancel()
+        if ready.done() and not ready.cancelled():
+            ready.exception()  # seen here; the run reports it, or the tools did
+
+
+class Audit:
+    """Records each model turn's usage and each tool call, then passes every event on to
+    the thread's view."""
+
+    def __init__(self, store: Store, key: str, run_id: str, view: ThreadView) -> None:
+        self._store, self._key, self._run_id, self._view = store, key, run_id, view
+        self._started: dict[str, ToolCallStarted] = {}
+
+    async def __call__(self, event: SessionEvent) -> None:
+        await self._record(event)
+        await self._view(event)
+
+    async def _record(self, event: Event | SessionEvent) -> None:
+        match event:
+            case ModelTurn():
+                await self._store.add_turn(
+                    self._key, self._run_id, event.usage.to_dict(), event.cost_usd, time.time()
+                )
+            case ToolCallStarted():
+                self._started[event.call_id] = event
+            case ToolCallFinished():
+                started = self._started.pop(event.call_id, None)
+                await self._store.add_tool_call(self._key, ToolCallRecord(
+                    self._run_id, event.call_id, event.tool,
+                    started.language if started else None, started.code if started else "",
+                    event.status, event.exit_code, event.duration_s, event.excerpt, time.time(),
+                ))  # fmt: skip

@@ -1,0 +1,29 @@
+"""A key's session in this process, and the work it is doing."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from bot.agent.events import RunFailed, RunFinished
+from bot.sessions.session import Session
+
+RunResult = RunFinished | RunFailed | None  # None: stopped, interrupted or never started
+
+
+@dataclass
+class Thread:
+    session: Session
+    last_activity: float
+    waiters: dict[int, asyncio.Future[RunResult]] = field(default_factory=dict)
+    worker: asyncio.Task[None] | None = None
+    current: asyncio.Task[RunResult] | None = None
+    run_id: str | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.worker is not None and not self.worker.done()
+
+    @property
+    def running(self) -> bool:
+        return self.current is not None and not self.current.done()

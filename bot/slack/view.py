@@ -1,0 +1,128 @@
+"""How a thread shows what the engine reports: one `SlackView` per run (the engine asks for a
+fresh one each time), drawing the run's progress, answer, files and notes."""
+
+from __future__ import annotations
+
+from bot.agent.events import RunFinished
+from bot.sessions.events import (
+    BudgetSpent,
+    Outputs,
+    OutputsReady,
+    RunInterrupted,
+    RunStarted,
+    RunStopped,
+    SandboxSuspended,
+    SessionEvent,
+    ThreadView,
+    ViewFor,
+)
+from bot.slack import render
+from bot.slack.poster import SlackPoster
+from bot.slack.progress import SlackProgress
+from bot.slack.threads import ThreadRef
+
+OUTPUT_MAX_BYTES = 50 << 20
+SHUTDOWN_NOTE = (
+    "The bot is restarting, so this run was interrupted. Reply here (for example "
+    '"continue") in a minute to pick it up; the conversation and files are kept.'
+)
+INTERRUPTED_NOTE = (
+    ":warning: The bot restarted while working on this thread, so that work was "
+    'interrupted. Reply here (for example "continue") to pick it up; the conversation '
+    "and files are kept."
+)
+IDLE_NOTE = (
+    ":zzz: This thread was quiet, so its sandbox was shut down. Write here again to "
+    "pick up where we left off: the files will be loaded again."
+)
+
+
+async def ignore(event: SessionEvent) -> None:
+    """The view of a key that is not a Slack thread."""
+
+
+def views(poster: SlackPoster, continue_usd: float) -> ViewFor:
+    """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
+    `continue_usd`: what a Continue button adds."""
+
+    def view_for(key: str) -> ThreadView:
+        ref = ThreadRef.parse(key)
+        return SlackView(poster, ref, continue_usd) if ref else ignore
+
+    return view_for
+
+
+class SlackView:
+    def __init__(self, poster: SlackPoster, ref: ThreadRef, continue_usd: float) -> None:
+        self._poster = poster
+        self._ref = ref
+        self._continue_usd = continue_usd
+        self._progress: SlackProgress | None = None
+        self._finished: RunFinished | None = None
+
+    async def __call__(self, event: SessionEvent) -> None:
+        match event:
+            case RunStarted():
+                self._progress = SlackProgress(
+                    self._poster, self._ref.channel, self._ref.ts, event.run_id
+                )
+                await self._progress.begin()
+            case OutputsReady():
+                await self._outputs(event.files)
+            case RunStopped():
+                await self._run.stopped(event.by)
+            case RunInterrupted(why="shutdown"):
+                await self._run.failed(SHUTDOWN_NOTE)
+            case RunInterrupted():
+                await self._say(INTERRUPTED_NOTE)
+            case BudgetSpent():
+                await self._budget_spent(event)
+            case SandboxSuspended():
+                await self._say(IDLE_NOTE)
+            case RunFinished():
+                self._finished = event
+                await self._run(event)
+            case _:
+                await self._run(event)
+
+    @property
+    def _run(self) -> SlackProgress:
+        assert self._progress is not None, "run events come after RunStarted"
+        return self._progress
+
+    async def _say(self, text: str, blocks: list[dict] | None = None) -> None:
+        await self._poster.post(self._ref.channel, self._ref.ts, text, blocks)
+
+    async def _outputs(self, files: Outputs) -> None:
+        """After an answer: report.md and the charts as files, then any budget note."""
+        if self._finished is None:
+            return  # a failed run's half-made files are not shared
+        uploads = []
+        async for name, chunks in files():
+            data = bytearray()
+            async for chunk in chunks:
+                data += chunk
+                if len(data) > OUTPUT_MAX_BYTES:
+                    break
+            if len(data) <= OUTPUT_MAX_BYTES:
+                uploads.append({"content": bytes(data), "filename": name, "title": name})
+        if not any(u["filename"] == "report.md" for u in uploads):
+            await self._say("_No report.md was written this time._")
+        if uploads:
+            await self._poster.upload(self._ref.channel, self._ref.ts, uploads)
+        if self._finished.stop == "budget":
+            note = f"I stopped at this run's budget of ${self._finished.budget_usd or 0:.2f}."
+            await self._say(note, render.continue_button(note, self._ref.key, self._continue_usd))
+
+    async def _budget_spent(self, event: BudgetSpent) -> None:
+        if event.scope == "user":
+            await self._say(
+                f":moneybag: You have used ${event.spent_usd:.2f} of your "
+                f"${event.limit_usd:.2f} for today; try again tomorrow."
+            )
+            return
+        note = (
+            f":moneybag: This thread has used ${event.spent_usd:.2f} of its "
+            f"${event.limit_usd:.2f} budget."
+        )
+        await self._say(note, render.continue_button(note, self._ref.key, event.continue_usd))
