@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.compose import Runtime
 from bot.settings import Settings
+from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.buddy_api import FakeBuddy
 
 DATA = Path(__file__).parent / "data"
@@ -97,3 +100,25 @@ async def file_chunks(path: Path, size: int = 64 * 1024) -> AsyncIterator[bytes]
     with path.open("rb") as handle:
         while chunk := handle.read(size):
             yield chunk
+
+
+@contextmanager
+def model_in_thread(script: Callable) -> Iterator[FakeAnthropic]:
+    """The fake Messages API on an event loop of its own, for code that runs its own loop
+    (`bot.cli.main`)."""
+    ready, state = threading.Event(), {}
+
+    async def serve() -> None:
+        async with FakeAnthropic(script) as fake:
+            state.update(fake=fake, stop=asyncio.Event(), loop=asyncio.get_running_loop())
+            ready.set()
+            await state["stop"].wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield state["fake"]
+    finally:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(10)

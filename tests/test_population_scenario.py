@@ -22,6 +22,7 @@ from tests.support import (
     Recorder,
     buddy_settings,
     file_chunks,
+    model_in_thread,
     runtime_on,
 )
 
@@ -116,21 +117,8 @@ async def test_follow_up_continues_the_same_session(backend: str, sandbox_root: 
 
 @pytest.fixture
 def model_server() -> Iterator[str]:
-    """The fake Messages API in a thread of its own: `main()` runs its own event loop."""
-    ready, state = threading.Event(), {}
-
-    async def serve() -> None:
-        async with FakeAnthropic(population_analyst) as fake:
-            state.update(url=fake.base_url, stop=asyncio.Event(), loop=asyncio.get_running_loop())
-            ready.set()
-            await state["stop"].wait()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield state["url"]
-    state["loop"].call_soon_threadsafe(state["stop"].set)
-    thread.join(10)
+    with model_in_thread(population_analyst) as fake:
+        yield fake.base_url
 
 
 def run_terminal(tmp_path: Path, monkeypatch, capsys, env: dict[str, str]) -> str:
