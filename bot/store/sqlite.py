@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bot.store import sqlite_rows as rows
+import bot.store.sqlite_rows as rows
 from bot.store.base import (
     RUN_OUTCOMES,
     SESSION_STATES,
