@@ -219,6 +219,8 @@ async def test_questions_queue_in_order_and_are_taken_once(store: SqliteStore) -
     taken = await store.take_queued("T1:C1:1.0")
     assert [(q.question, q.user) for q in taken] == [("one", "U1"), ("two", "U2")]
     assert await store.take_queued("T1:C1:1.0") == []
+    # Ids are never reused, even once the queue is empty: callers wait on them.
+    assert await store.enqueue("T1:C1:1.0", "three", "U3", 3.0) > second
     assert [q.question for q in await store.take_queued("T1:C1:2.0")] == ["elsewhere"]
     with pytest.raises(NotFound):
         await store.enqueue("T9:C9:9.0", "x", "U1", 1.0)
@@ -428,7 +430,8 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         conn = sqlite3.connect(path)
         assert schema_version(conn) == len(MIGRATIONS)
         assert tables(conn) == {
-            "sessions", "history", "files", "runs", "turns", "tool_calls", "queue"
+            "sessions", "history", "files", "runs", "turns", "tool_calls", "queue",
+            "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()
 

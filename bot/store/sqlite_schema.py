@@ -111,7 +111,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN granted_usd REAL NOT NULL DEFAULT 0;
 
     CREATE TABLE queue (
-        id       INTEGER PRIMARY KEY,  -- the order questions arrived in
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: waiters are keyed by it
         key      TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
         question TEXT NOT NULL,
         user     TEXT NOT NULL,
