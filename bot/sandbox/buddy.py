@@ -26,13 +26,15 @@ from bot.errors import (
     SandboxUnavailable,
 )
 from bot.sandbox.base import (
-    WORK_DIR,
     CommandState,
     ExecResult,
     FileEntry,
     Language,
     SandboxInfo,
     SandboxSpec,
+    destroyed,
+    sandbox_path,
+    upload_path,
 )
 from bot.sandbox.buddy_commands import (
     CLEANUP_TIMEOUT_S,
@@ -61,7 +63,6 @@ from bot.sandbox.buddy_scripts import (
     parse_timestamp,
     run_script,
 )
-from bot.sandbox.local import sandbox_path
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -408,9 +409,7 @@ class BuddySandbox:
             await self._commands.kill(command_id)
 
     async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
-        target = sandbox_path(path, writable=True)
-        if target == WORK_DIR:
-            raise SandboxPathError(f"{path} is a folder; give a file path under it")
+        target = upload_path(path)
         async with self._guard():
             return await self._files.upload(target, path, chunks)
 
@@ -440,7 +439,7 @@ class BuddySandbox:
 
     def _check_usable(self) -> None:
         if self._destroyed:
-            raise SandboxUnavailable(f"sandbox {self.id} was destroyed")
+            raise destroyed(self.id)
         if self._gone:
             raise SandboxGone(GONE_MESSAGE)
         if self._http.closed:

@@ -26,13 +26,8 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.errors import (
-    SandboxConfigError,
-    SandboxError,
-    SandboxGone,
-    SandboxPathError,
-    SandboxUnavailable,
-)
+from bot.errors import SandboxConfigError, SandboxError, SandboxGone, SandboxUnavailable
+from bot.sandbox.base import path_missing
 from bot.sandbox.output import CappedBuffer
 
 REGION_URLS = {
@@ -195,7 +190,7 @@ def api_error(
     if status == 404 or (status == 400 and "invalid url" in message.lower()):
         return _not_found(scope, said, subject, workspace, project)
     if status == 400 and scope == "path" and _PATH_MISSING_RE.search(message):
-        return SandboxPathError(f"{subject} does not exist")
+        return path_missing(subject)
     if status == 400 and "not running" in message.lower():
         return SandboxUnavailable(
             f"the sandbox is not running{said}; Buddy stops a sandbox after "
@@ -214,7 +209,7 @@ def _not_found(
     if scope == "command":
         return CommandNotFound(f"no such command {subject!r} in this sandbox")
     if scope == "path":
-        return SandboxPathError(f"{subject} does not exist")
+        return path_missing(subject)
     where = f"workspace {workspace!r}" + (f" or project {project!r}" if project else "")
     return SandboxConfigError(
         f"Buddy does not know {where}{said}. Check BUDDY_WORKSPACE (the part after "

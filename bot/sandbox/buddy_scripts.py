@@ -9,21 +9,28 @@ import posixpath
 import re
 import secrets
 import shlex
-import signal
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from bot.errors import SandboxPathError, SandboxUnavailable
+from bot.errors import SandboxUnavailable
 from bot.sandbox.base import (
     DATA_DIR,
-    LANGUAGES,
-    OUT_DIR,
-    UPLOADS_DIR,
+    INTERPRETERS,
+    KILL_EXIT,
+    NOT_FOUND_EXIT,
+    RUN_DIR,
+    SANDBOX_PATH,
+    SNIPPET_ENV,
     WORK_DIR,
+    WORK_FOLDERS,
     ExecStatus,
     FileEntry,
     SandboxSpec,
+    exit_status,
+    not_installed,
+    unsupported_language,
+    wrong_kind,
 )
 
 if TYPE_CHECKING:
@@ -31,20 +38,10 @@ if TYPE_CHECKING:
 
 OS = "ubuntu:24.04"
 IDENTIFIER_PREFIX = "sci-"
-RUN_DIR = "/buddy/.run"  # snippet files, outside the folders the tools can list
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SNIPPET_ENV = "LANG=C.UTF-8 MPLBACKEND=Agg PYTHONUNBUFFERED=1 TMPDIR=/tmp"  # plus PATH, HOME
-# Language -> (interpreter looked up on PATH, snippet file extension).
-INTERPRETERS: dict[str, tuple[str, str]] = {
-    "python": ("python3", "py"),
-    "bash": ("bash", "sh"),
-    "node": ("node", "js"),
-}
+SNIPPET_VARS = " ".join(f"{name}={value}" for name, value in SNIPPET_ENV.items())
 FINISHED = ("SUCCESSFUL", "FAILED")  # a command's final statuses
 TIMING_SLACK_S = 1.0  # the client starts its clock a little after the sandbox does
-TIMEOUT_EXIT = 128 + signal.SIGKILL  # GNU `timeout -s KILL` kills its own group, itself too
-# Exits that mean a signal from a limit, as the local backend reports them: "killed".
-SIGNAL_EXITS = {128 + signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGXFSZ}
+TIMEOUT_EXIT = KILL_EXIT  # GNU `timeout -s KILL` kills its own group, itself too
 BOOT_LOG_LINES = 5
 ARCHIVE_RE = re.compile(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)", re.IGNORECASE)
 
@@ -77,7 +74,7 @@ def first_boot_script(
     lines = [
         "u=$(id -un 2>/dev/null || id -u)",
         '[ "$(id -u)" != 0 ] || ! id buddy >/dev/null 2>&1 || u=buddy',
-        f"for d in {WORK_DIR} {UPLOADS_DIR} {OUT_DIR}; do",
+        f"for d in {' '.join((WORK_DIR, *WORK_FOLDERS))}; do",
         '  if [ ! -d "$d" ]; then mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d" || exit 1; fi',
         '  if [ "$(id -u)" = 0 ]; then chown "$u" "$d" || exit 1',
         '  elif [ ! -w "$d" ]; then sudo -n chown "$u" "$d" || exit 1; fi',
@@ -139,16 +136,15 @@ def run_script(
     the wrapper exits 137. A TERM, INT or HUP to the wrapper (a terminate) kills that group
     too: `timeout` runs in the background and the wrapper waits for it.
     """
-    if language not in INTERPRETERS:
-        names = ", ".join(LANGUAGES)
-        return _fail_script(f"{language} is not a supported language (use {names})")
-    program, extension = INTERPRETERS[language]
+    if (problem := unsupported_language(language)) is not None:
+        return _fail_script(problem)
+    program, extension = INTERPRETERS[language].program, INTERPRETERS[language].extension
     token = new_token()
     while f"SCI_{token}" in code:
         token = new_token()
     delimiter = f"SCI_{token}"
     body = code if code.endswith("\n") else code + "\n"
-    missing = shlex.quote(f"{language} is not installed in this sandbox")
+    missing = shlex.quote(not_installed(language))
     q = shlex.quote
     return (
         "set -u\n"
@@ -159,13 +155,13 @@ def run_script(
         f'f="$d/{token}.{extension}"\n'
         f"cat > \"$f\" <<'{delimiter}' || exit 1\n"
         f"{body}{delimiter}\n"
-        f"p=$(command -v {program}) || {{ echo {missing} >&2; exit 127; }}\n"
+        f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
         f"cd {q(work_dir)} || exit 1\n"
         "c=\n"
         """trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; rm -f "$f"; exit 143' """
         "TERM INT HUP\n"
         f"timeout -s KILL {max(timeout_s, 0.001):.3f} "
-        f'env -i PATH="${{PATH:-{DEFAULT_PATH}}}" HOME={q(work_dir)} {SNIPPET_ENV} "$p" "$f" &\n'
+        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} "$p" "$f" &\n'
         "c=$!\n"
         "exec 2>/dev/null\n"  # the snippet keeps its stderr; bash's "Killed" notice is dropped
         'wait "$c"\n'
@@ -177,7 +173,7 @@ def run_script(
 
 def _fail_script(message: str) -> str:
     """A command that reports `message` like a shell would for a missing program."""
-    return f"echo {shlex.quote(message)} >&2\nexit 127\n"
+    return f"echo {shlex.quote(message)} >&2\nexit {NOT_FOUND_EXIT}\n"
 
 
 # -- reading Buddy's views --
@@ -193,9 +189,7 @@ def exec_status(
         return "killed", None
     if exit_code == TIMEOUT_EXIT and elapsed_s >= limit_s - TIMING_SLACK_S:
         return "timeout", None
-    if exit_code in SIGNAL_EXITS:
-        return "killed", exit_code
-    return "error", exit_code
+    return exit_status(exit_code), exit_code
 
 
 def exit_code_of(view: dict[str, Any]) -> int | None:
@@ -240,7 +234,7 @@ def parse_listing(items: list[Any], target: str, shown: str) -> list[FileEntry]:
     """FileEntries of a `content/` answer; a file answers with itself, which is an error."""
     entries = [item for item in items if isinstance(item, dict)]
     if len(entries) == 1 and _is_itself(entries[0], target):
-        raise SandboxPathError(f"{shown} is not a folder")
+        raise wrong_kind(shown, "folder")
     result = []
     for item in entries:
         name = str(item.get("name") or posixpath.basename(str(item.get("path", ""))))
@@ -269,4 +263,4 @@ def check_is_file(headers: Mapping[str, str], target: str, shown: str) -> None:
     name = match.group(1).strip() if match else ""
     archive = name.endswith((".tar.gz", ".tgz"))
     if archive and not posixpath.basename(target).endswith((".tar.gz", ".tgz")):
-        raise SandboxPathError(f"{shown} is not a regular file")
+        raise wrong_kind(shown, "regular file")

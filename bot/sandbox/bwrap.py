@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import SandboxUnavailable
-from bot.sandbox.base import DATA_DIR, WORK_DIR
+from bot.sandbox.base import DATA_DIR, SANDBOX_PATH, SNIPPET_ENV, WORK_DIR
 from bot.sandbox.limits import Limits
 
-SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOBODY_UID = 65534
 INNER_UID = 1000  # the sandbox user's uid as seen inside (host root files show as nobody)
 
@@ -331,12 +330,9 @@ def _sandbox_env() -> dict[str, str]:
         "USER": "sandbox",
         "LOGNAME": "sandbox",
         "SHELL": "/bin/bash",
-        "LANG": "C.UTF-8",
-        "TMPDIR": "/tmp",
+        **SNIPPET_ENV,
         "TERM": "dumb",
         "NO_COLOR": "1",
-        "MPLBACKEND": "Agg",
-        "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "XDG_CACHE_HOME": f"{WORK_DIR}/.cache",
         "MPLCONFIGDIR": f"{WORK_DIR}/.cache/matplotlib",

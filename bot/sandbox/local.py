@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import posixpath
 import secrets
-import signal
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
+from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import (
-    DATA_DIR,
-    LANGUAGES,
-    WORK_DIR,
+    FILE_SIZE_EXIT,
+    INTERPRETERS,
+    NOT_FOUND_EXIT,
+    RUN_DIR,
     CommandState,
     ExecResult,
     ExecStatus,
@@ -33,6 +32,14 @@ from bot.sandbox.base import (
     Language,
     SandboxInfo,
     SandboxSpec,
+    destroyed,
+    exit_status,
+    not_installed,
+    path_missing,
+    sandbox_path,
+    unsupported_language,
+    upload_path,
+    wrong_kind,
 )
 from bot.sandbox.bwrap import (
     Container,
@@ -49,19 +56,14 @@ from bot.sandbox.output import READ_CHUNK, CappedBuffer, last_line, pump
 
 __all__ = ["Limits", "LocalProvider", "LocalSandbox", "require_bubblewrap", "sandbox_path"]
 
-RUN_DIR = "/buddy/.run"  # where the snippet file appears, read-only
-
 FILE_OP_TIMEOUT_S = 60.0  # listing, and the longest wait for the next chunk of a download
 PIPE_GRACE_S = 5.0  # after exit, how long to wait for the output pipes to reach EOF
 LIST_MAX_BYTES = 8 << 20
 TOOL_STDERR_BYTES = 4096
 
-# Language -> (interpreter, snippet file name). Not the bot's python: Debian's, under /usr.
-INTERPRETERS: dict[str, tuple[str, str]] = {
-    "python": ("/usr/bin/python3", "main.py"),
-    "bash": ("/bin/bash", "main.sh"),
-    "node": ("node", "main.js"),
-}
+# Pinned over the PATH lookup: not the bot's python (maybe in /usr/local): Debian's.
+HOST_PROGRAMS = {"python": "/usr/bin/python3", "bash": "/bin/bash"}
+SNIPPET_STEM = "main"  # the snippet file is /buddy/.run/main.<extension>
 
 # Shell helpers for file operations; the path is always "$1", never part of the script.
 UPLOAD_SH = 'mkdir -p -- "${1%/*}" && exec cat > "$1"'
@@ -72,19 +74,6 @@ LIST_SH = (
 )
 EXIT_MISSING, EXIT_WRONG_KIND = 3, 4
 FIND_KINDS: dict[bytes, Literal["file", "dir", "link"]] = {b"f": "file", b"d": "dir", b"l": "link"}
-LIMIT_SIGNALS = (signal.SIGKILL, signal.SIGXCPU, signal.SIGXFSZ)
-
-
-def sandbox_path(path: str, *, writable: bool = False) -> str:
-    """Normalise a sandbox path; it must lie under /buddy/work (or /buddy/data to read)."""
-    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
-        raise SandboxPathError(f"{path!r} is not an absolute sandbox path")
-    norm = posixpath.normpath(path)
-    roots = (WORK_DIR,) if writable else (WORK_DIR, DATA_DIR)
-    if any(norm == root or norm.startswith(root + "/") for root in roots):
-        return norm
-    allowed = " or ".join(roots)
-    raise SandboxPathError(f"{path} is outside {allowed}")
 
 
 class LocalProvider:
@@ -106,7 +95,8 @@ class LocalProvider:
             check_reachable(self.root, self._launcher.uid)
         self.limits = limits
         self._git_protocols = allowed_git_protocols
-        self._interpreters = {lang: prog for lang, (prog, _) in INTERPRETERS.items()}
+        self._interpreters = {lang: i.program for lang, i in INTERPRETERS.items()}
+        self._interpreters.update(HOST_PROGRAMS)
         self._interpreters.update(interpreters or {})
         self._sandboxes: dict[str, LocalSandbox] = {}
         self._probed = False
@@ -181,13 +171,12 @@ class LocalProvider:
 
     def _program(self, language: str, code: str) -> tuple[list[str], dict[str, bytes]]:
         """The command to run a snippet, and the files to place in the sandbox for it."""
-        if language not in LANGUAGES:
-            names = ", ".join(LANGUAGES)
-            return _fail_command(f"{language} is not a supported language (use {names})"), {}
+        if (problem := unsupported_language(language)) is not None:
+            return _fail_command(problem), {}
         interpreter = resolve_interpreter(self._interpreters[language])
         if interpreter is None:
-            return _fail_command(f"{language} is not installed in this sandbox"), {}
-        snippet = f"{RUN_DIR}/{INTERPRETERS[language][1]}"
+            return _fail_command(not_installed(language)), {}
+        snippet = f"{RUN_DIR}/{SNIPPET_STEM}.{INTERPRETERS[language].extension}"
         return [interpreter, snippet], {snippet: code.encode("utf-8", errors="replace")}
 
     async def _spawn(
@@ -247,11 +236,12 @@ class _Run:
         rc = self.proc.returncode if self.ended is not None else None
         status: ExecStatus = "ok"
         exit_code = rc
-        if rc is not None and rc != 0:
-            if self.stop_reason is not None:
-                status, exit_code = self.stop_reason, None
-            else:
-                status = "killed" if rc < 0 or rc - 128 in LIMIT_SIGNALS else "error"
+        if rc is not None and rc != 0 and self.stop_reason is not None:
+            status, exit_code = self.stop_reason, None
+        elif rc is not None and rc < 0:  # the launcher itself died of a signal
+            status = "killed"
+        elif rc is not None:
+            status = exit_status(rc)
         return ExecResult(
             status, exit_code, self.stdout.output(), self.stderr.output(), now - self.started
         )
@@ -303,9 +293,7 @@ class LocalSandbox:
         await asyncio.shield(run.done)
 
     async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
-        target = sandbox_path(path, writable=True)
-        if target == WORK_DIR:
-            raise SandboxPathError(f"{path} is a folder; give a file path under it")
+        target = upload_path(path)
         written = 0
         async with self._tool(UPLOAD_SH, target, stdin=asyncio.subprocess.PIPE) as (proc, errors):
             assert proc.stdin is not None
@@ -366,7 +354,7 @@ class LocalSandbox:
 
     def _check_alive(self) -> None:
         if self._destroyed:
-            raise SandboxUnavailable(f"sandbox {self.id} was destroyed")
+            raise destroyed(self.id)
 
     def _command(self, command_id: str) -> _Run:
         self._check_alive()
@@ -435,7 +423,8 @@ class LocalSandbox:
 
 def _fail_command(message: str) -> list[str]:
     """A command that reports `message` like a shell would for a missing program."""
-    return ["/bin/sh", "-c", 'printf "%s\\n" "$1" >&2; exit 127', "sh", message]
+    script = f'printf "%s\\n" "$1" >&2; exit {NOT_FOUND_EXIT}'
+    return ["/bin/sh", "-c", script, "sh", message]
 
 
 async def _read_at_most(stream: asyncio.StreamReader, limit: int) -> bytes | None:
@@ -459,13 +448,18 @@ def _parse_listing(raw: bytes) -> list[FileEntry]:
 
 
 def _file_error(
-    action: str, path: str, rc: int, errors: CappedBuffer, *, kind: str = "regular file"
+    action: str,
+    path: str,
+    rc: int,
+    errors: CappedBuffer,
+    *,
+    kind: Literal["regular file", "folder"] = "regular file",
 ) -> SandboxError:
     if rc == EXIT_MISSING:
-        return SandboxPathError(f"{path} does not exist")
+        return path_missing(path)
     if rc == EXIT_WRONG_KIND:
-        return SandboxPathError(f"{path} is not a {kind}")
-    if rc == 128 + signal.SIGXFSZ:
+        return wrong_kind(path, kind)
+    if rc == FILE_SIZE_EXIT:
         return SandboxError(f"could not {action} {path}: it exceeds the sandbox's file size limit")
     detail = last_line(errors.output().text) or f"exit code {rc}"
     return SandboxError(f"could not {action} {path}: {detail}")
