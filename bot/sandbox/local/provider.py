@@ -1,9 +1,9 @@
 """Local sandbox backend: every call runs in a fresh bubblewrap (`bwrap`) container.
 
-A sandbox is a host folder (see `bot.sandbox.folders`) whose `work/` and `data/` are
-mounted at /buddy/work and /buddy/data. Files persist between calls; processes do not,
-except detached commands. Each call starts its own isolated, rlimited container
-(`bot.sandbox.bwrap`); the optional repository is checked out by `bot.sandbox.git`.
+A sandbox is a host folder (see `folders`) whose `work/` and `data/` are mounted at
+/buddy/work and /buddy/data. Files persist between calls; processes do not, except
+detached commands. Each call starts its own isolated, rlimited container (`bwrap`); the
+optional repository is checked out by `git`.
 
 File operations (upload, download, list) also run inside a sandbox, so symlinks that user
 code planted in the work folder resolve inside the sandbox and never reach host files.
@@ -41,20 +41,17 @@ from bot.sandbox.base import (
     upload_path,
     wrong_kind,
 )
-from bot.sandbox.bwrap import (
+from bot.sandbox.limits import Limits
+from bot.sandbox.local.bwrap import (
     Container,
     Launcher,
     check_reachable,
     kill_containers_of,
-    require_bubblewrap,
     resolve_interpreter,
 )
-from bot.sandbox.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
-from bot.sandbox.git import git_clone
-from bot.sandbox.limits import Limits
+from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
+from bot.sandbox.local.git import git_clone
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, last_line, pump
-
-__all__ = ["Limits", "LocalProvider", "LocalSandbox", "require_bubblewrap", "sandbox_path"]
 
 FILE_OP_TIMEOUT_S = 60.0  # listing, and the longest wait for the next chunk of a download
 PIPE_GRACE_S = 5.0  # after exit, how long to wait for the output pipes to reach EOF
