@@ -31,7 +31,7 @@ from bot.errors import (
 )
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig
-from bot.sandbox.buddy_http import (
+from bot.sandbox.buddy.http import (
     RATE_LIMIT_MAX_WAIT_S,
     CommandNotFound,
     LogParser,
@@ -44,7 +44,7 @@ from bot.sandbox.buddy_http import (
     request_timeouts,
     retry_delay,
 )
-from bot.sandbox.buddy_scripts import (
+from bot.sandbox.buddy.scripts import (
     IDENTIFIER_PREFIX,
     create_body,
     exec_status,

@@ -4,7 +4,7 @@ status, terminate.
 Why tracked commands (`POST …/commands`): the synchronous `/exec` endpoint gives up after
 60 s, cannot be killed and streams nothing; the non-BASH runtimes give no control over the
 working directory or environment. One BASH command carries the wrapper of
-`buddy_scripts.run_script`, so a run costs one POST, one followed log stream and usually
+`scripts.run_script`, so a run costs one POST, one followed log stream and usually
 one status read.
 """
 
@@ -19,14 +19,14 @@ from urllib.parse import quote
 
 from bot.errors import BotError, SandboxError, SandboxUnavailable
 from bot.sandbox.base import CommandState, ExecResult, ExecStatus
-from bot.sandbox.buddy_http import (
+from bot.sandbox.buddy.http import (
     BuddyHttp,
     CommandNotFound,
     LogParser,
     OutcomeUnknown,
     StreamInterrupted,
 )
-from bot.sandbox.buddy_scripts import FINISHED, exec_status, exit_code_of, parse_timestamp
+from bot.sandbox.buddy.scripts import FINISHED, exec_status, exit_code_of, parse_timestamp
 from bot.sandbox.limits import Limits
 from bot.sandbox.output import CappedBuffer
 

@@ -2,10 +2,10 @@
 
 The VM is created in the configured project with /buddy/work (uploads/, out/) made by its
 first-boot commands and the optional repository fetched into /buddy/data. Code runs as
-tracked BASH commands whose JSONL logs are streamed back (`bot.sandbox.buddy_commands`);
-files move through the content, upload and download endpoints (`bot.sandbox.buddy_files`).
-Request bodies, scripts and the reading of Buddy's views are in `bot.sandbox.buddy_scripts`;
-all HTTP, retries and error messages in `bot.sandbox.buddy_http`.
+tracked BASH commands whose JSONL logs are streamed back (`bot.sandbox.buddy.commands`);
+files move through the content, upload and download endpoints (`bot.sandbox.buddy.files`).
+Request bodies, scripts and the reading of Buddy's views are in `bot.sandbox.buddy.scripts`;
+all HTTP, retries and error messages in `bot.sandbox.buddy.http`.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from bot.sandbox.base import (
     sandbox_path,
     upload_path,
 )
-from bot.sandbox.buddy_commands import (
+from bot.sandbox.buddy.commands import (
     CLEANUP_TIMEOUT_S,
     COMMAND_MAX_S,
     MAX_POLL_DELAY_S,
     BuddyCommands,
 )
-from bot.sandbox.buddy_files import BuddyFiles
-from bot.sandbox.buddy_http import (
+from bot.sandbox.buddy.files import BuddyFiles
+from bot.sandbox.buddy.http import (
     GONE_MESSAGE,
     REQUEST_TIMEOUT_S,
     BuddyHttp,
@@ -51,7 +51,7 @@ from bot.sandbox.buddy_http import (
     OutcomeUnknown,
     api_url_for,
 )
-from bot.sandbox.buddy_scripts import (
+from bot.sandbox.buddy.scripts import (
     IDENTIFIER_PREFIX,
     booted,
     create_body,
@@ -98,7 +98,7 @@ class BuddyConfig:
     ready_timeout_s: float = 300
     retry_base_delay_s: float = 1.0
     poll_interval_s: float = 0.1
-    request_timeout_s: float = REQUEST_TIMEOUT_S  # see buddy_http.request_timeouts
+    request_timeout_s: float = REQUEST_TIMEOUT_S  # see http.request_timeouts
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BuddyConfig:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bot.sandbox.base import WORK_DIR
-from bot.sandbox.buddy_http import (
+from bot.sandbox.buddy.http import (
     READ_ATTEMPTS,
     BuddyHttp,
     StreamInterrupted,
@@ -18,7 +18,7 @@ from bot.sandbox.buddy_http import (
     multipart_boundary,
     multipart_content_type,
 )
-from bot.sandbox.buddy_scripts import check_is_file
+from bot.sandbox.buddy.scripts import check_is_file
 
 
 class BuddyFiles:
