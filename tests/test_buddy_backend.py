@@ -24,8 +24,8 @@ from bot.errors import (
 )
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
-from bot.sandbox.buddy_http import GONE_MESSAGE, OutcomeUnknown
-from bot.sandbox.buddy_scripts import first_boot_script
+from bot.sandbox.buddy.errors import GONE_MESSAGE, OutcomeUnknown
+from bot.sandbox.buddy.scripts import first_boot_script
 from tests.fakes.buddy_api import FakeBuddy, RecordedRequest
 from tests.test_fake_buddy import make_repo
 

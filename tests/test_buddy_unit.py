@@ -31,28 +31,18 @@ from bot.errors import (
 )
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig
-from bot.sandbox.buddy_http import (
-    RATE_LIMIT_MAX_WAIT_S,
-    CommandNotFound,
-    LogParser,
-    api_error,
-    api_url_for,
-    encode_path,
-    error_text,
-    multipart_body,
-    multipart_content_type,
-    request_timeouts,
-    retry_delay,
-)
-from bot.sandbox.buddy_scripts import (
+from bot.sandbox.buddy.config import api_url_for
+from bot.sandbox.buddy.errors import CommandNotFound, api_error, error_text
+from bot.sandbox.buddy.retries import RATE_LIMIT_MAX_WAIT_S, request_timeouts, retry_delay
+from bot.sandbox.buddy.scripts import (
     IDENTIFIER_PREFIX,
     create_body,
-    exec_status,
     first_boot_script,
     make_identifier,
-    parse_listing,
     run_script,
 )
+from bot.sandbox.buddy.views import exec_status, parse_listing
+from bot.sandbox.buddy.wire import LogParser, encode_path, multipart_body, multipart_content_type
 from bot.sandbox.output import CappedBuffer
 from tests.support import settings_for
 

@@ -440,7 +440,7 @@ async def test_clone_failure_is_a_short_error_and_leaves_nothing(
 
 
 def test_clone_error_hides_credentials() -> None:
-    from bot.sandbox.git import _redact
+    from bot.sandbox.local.git import _redact
 
     message = "fatal: unable to access 'https://user:ghp_secret@example.com/r.git/'"
     assert "ghp_secret" not in _redact(message)

@@ -1,4 +1,5 @@
-"""The `Sandbox` seam: what every backend (local bubblewrap, Buddy REST) provides.
+"""The `Sandbox` seam: what every backend (local bubblewrap, Buddy REST) provides, and the
+rules they share so that a snippet, a path or an exit code means the same on both.
 
 Paths are always sandbox paths (`/buddy/work/...`, `/buddy/data/...`), never host paths,
 so prompts and tests do not depend on the backend.
@@ -6,9 +7,13 @@ so prompts and tests do not depend on the backend.
 
 from __future__ import annotations
 
+import posixpath
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
+
+from bot.errors import SandboxPathError, SandboxUnavailable
 
 Language = Literal["python", "bash", "node"]
 LANGUAGES: tuple[Language, ...] = ("python", "bash", "node")
@@ -18,6 +23,8 @@ DATA_DIR = "/buddy/data"
 UPLOADS_DIR = f"{WORK_DIR}/uploads"
 OUT_DIR = f"{WORK_DIR}/out"
 REPORT_PATH = f"{WORK_DIR}/report.md"
+WORK_FOLDERS = (UPLOADS_DIR, OUT_DIR)  # made inside /buddy/work when a sandbox is created
+RUN_DIR = "/buddy/.run"  # snippet files, outside the folders the file tools can list
 
 # ok: exit code 0. error: non-zero exit. timeout: killed at the wall-clock limit.
 # killed: stopped on request or by a resource limit signal.
@@ -121,3 +128,85 @@ class SandboxProvider(Protocol):
     async def destroy_id(self, sandbox_id: str) -> None: ...
 
     async def close(self) -> None: ...
+
+
+# -- rules every backend follows --
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    program: str  # looked up on SANDBOX_PATH unless a backend pins a path
+    extension: str  # of the snippet file
+
+
+INTERPRETERS: dict[str, Interpreter] = {
+    "python": Interpreter("python3", "py"),
+    "bash": Interpreter("bash", "sh"),
+    "node": Interpreter("node", "js"),
+}
+
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Set for every snippet, besides PATH and HOME (/buddy/work).
+SNIPPET_ENV: dict[str, str] = {
+    "LANG": "C.UTF-8",
+    "MPLBACKEND": "Agg",
+    "PYTHONUNBUFFERED": "1",
+    "TMPDIR": "/tmp",
+}
+
+# A snippet that cannot start exits as a shell does for a missing program.
+NOT_FOUND_EXIT = 127
+# Signals sent by a resource limit (or a kill); a shell reports signal n as exit 128 + n.
+LIMIT_SIGNALS = (signal.SIGKILL, signal.SIGXCPU, signal.SIGXFSZ)
+KILL_EXIT = 128 + signal.SIGKILL
+FILE_SIZE_EXIT = 128 + signal.SIGXFSZ
+
+
+def unsupported_language(language: str) -> str | None:
+    """Why `language` cannot run on any backend, or None if it is one of LANGUAGES."""
+    if language in INTERPRETERS:
+        return None
+    return f"{language} is not a supported language (use {', '.join(LANGUAGES)})"
+
+
+def not_installed(language: str) -> str:
+    return f"{language} is not installed in this sandbox"
+
+
+def exit_status(exit_code: int) -> ExecStatus:
+    """The status of a run that ended on its own: a limit's signal counts as "killed"."""
+    if exit_code == 0:
+        return "ok"
+    return "killed" if exit_code - 128 in LIMIT_SIGNALS else "error"
+
+
+def sandbox_path(path: str, *, writable: bool = False) -> str:
+    """Normalise a sandbox path; it must lie under /buddy/work (or /buddy/data to read)."""
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        raise SandboxPathError(f"{path!r} is not an absolute sandbox path")
+    norm = posixpath.normpath(path)
+    roots = (WORK_DIR,) if writable else (WORK_DIR, DATA_DIR)
+    if any(norm == root or norm.startswith(root + "/") for root in roots):
+        return norm
+    allowed = " or ".join(roots)
+    raise SandboxPathError(f"{path} is outside {allowed}")
+
+
+def upload_path(path: str) -> str:
+    """A file path to write: under /buddy/work, and not /buddy/work itself."""
+    target = sandbox_path(path, writable=True)
+    if target == WORK_DIR:
+        raise SandboxPathError(f"{path} is a folder; give a file path under it")
+    return target
+
+
+def path_missing(shown: str) -> SandboxPathError:
+    return SandboxPathError(f"{shown} does not exist")
+
+
+def wrong_kind(shown: str, kind: Literal["regular file", "folder"]) -> SandboxPathError:
+    return SandboxPathError(f"{shown} is not a {kind}")
+
+
+def destroyed(sandbox_id: str) -> SandboxUnavailable:
+    return SandboxUnavailable(f"sandbox {sandbox_id} was destroyed")

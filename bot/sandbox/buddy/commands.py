@@ -4,7 +4,7 @@ status, terminate.
 Why tracked commands (`POST …/commands`): the synchronous `/exec` endpoint gives up after
 60 s, cannot be killed and streams nothing; the non-BASH runtimes give no control over the
 working directory or environment. One BASH command carries the wrapper of
-`buddy_scripts.run_script`, so a run costs one POST, one followed log stream and usually
+`scripts.run_script`, so a run costs one POST, one followed log stream and usually
 one status read.
 """
 
@@ -19,20 +19,16 @@ from urllib.parse import quote
 
 from bot.errors import BotError, SandboxError, SandboxUnavailable
 from bot.sandbox.base import CommandState, ExecResult, ExecStatus
-from bot.sandbox.buddy_http import (
-    BuddyHttp,
-    CommandNotFound,
-    LogParser,
-    OutcomeUnknown,
-    StreamInterrupted,
-)
-from bot.sandbox.buddy_scripts import FINISHED, exec_status, exit_code_of, parse_timestamp
+from bot.sandbox.buddy.errors import CommandNotFound, OutcomeUnknown, StreamInterrupted
+from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.views import FINISHED, exec_status, exit_code_of, parse_timestamp
+from bot.sandbox.buddy.wire import LogParser
 from bot.sandbox.limits import Limits
 from bot.sandbox.output import CappedBuffer
 
 log = logging.getLogger(__name__)
 
-OUTPUT_LIMIT = Limits().output_bytes  # per stream, as in the local backend
+OUTPUT_LIMIT = Limits().output_bytes  # per stream, the default every backend keeps
 COMMAND_MAX_S = Limits().command_max_s  # wall-clock cap of a detached command
 CLIENT_GRACE_S = 15.0  # past the snippet's limit before the client terminates it itself
 FINISH_PATIENCE_S = 5.0  # a log stream ended this long before the status did: re-read it

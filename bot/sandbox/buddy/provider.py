@@ -1,11 +1,9 @@
-"""Buddy.Works backend: each sandbox is a Buddy sandbox VM driven over the REST API.
+"""Making, finding and removing Buddy sandboxes.
 
-The VM is created in the configured project with /buddy/work (uploads/, out/) made by its
-first-boot commands and the optional repository fetched into /buddy/data. Code runs as
-tracked BASH commands whose JSONL logs are streamed back (`bot.sandbox.buddy_commands`);
-files move through the content, upload and download endpoints (`bot.sandbox.buddy_files`).
-Request bodies, scripts and the reading of Buddy's views are in `bot.sandbox.buddy_scripts`;
-all HTTP, retries and error messages in `bot.sandbox.buddy_http`.
+Each sandbox is a Buddy sandbox VM in the configured project, with /buddy/work (uploads/,
+out/) made by its first-boot commands (`scripts`) and the optional repository fetched
+into /buddy/data. Creating and deleting are never resent blindly: when the outcome is
+unknown, the sandbox is looked up before anything else is done.
 """
 
 from __future__ import annotations
@@ -13,137 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import Any
 
-from bot.errors import (
-    BotError,
-    ConfigError,
-    SandboxError,
-    SandboxGone,
-    SandboxPathError,
-    SandboxUnavailable,
-)
-from bot.sandbox.base import (
-    WORK_DIR,
-    CommandState,
-    ExecResult,
-    FileEntry,
-    Language,
-    SandboxInfo,
-    SandboxSpec,
-)
-from bot.sandbox.buddy_commands import (
-    CLEANUP_TIMEOUT_S,
-    COMMAND_MAX_S,
-    MAX_POLL_DELAY_S,
-    BuddyCommands,
-)
-from bot.sandbox.buddy_files import BuddyFiles
-from bot.sandbox.buddy_http import (
-    GONE_MESSAGE,
-    REQUEST_TIMEOUT_S,
-    BuddyHttp,
-    CommandNotFound,
-    OutcomeUnknown,
-    api_url_for,
-)
-from bot.sandbox.buddy_scripts import (
-    IDENTIFIER_PREFIX,
-    booted,
-    create_body,
-    exec_status,
-    first_boot_script,
-    is_ours,
-    make_identifier,
-    parse_listing,
-    parse_timestamp,
-    run_script,
-)
-from bot.sandbox.local import sandbox_path
-
-if TYPE_CHECKING:
-    from bot.settings import Settings
-
-__all__ = [
-    "IDENTIFIER_PREFIX",
-    "BuddyConfig",
-    "BuddyProvider",
-    "BuddySandbox",
-    "create_body",
-    "exec_status",
-    "first_boot_script",
-    "make_identifier",
-    "parse_listing",
-    "run_script",
-]
+from bot.errors import BotError, SandboxError, SandboxGone, SandboxUnavailable
+from bot.sandbox.base import SandboxInfo, SandboxSpec
+from bot.sandbox.buddy.commands import CLEANUP_TIMEOUT_S, MAX_POLL_DELAY_S
+from bot.sandbox.buddy.config import BuddyConfig
+from bot.sandbox.buddy.errors import OutcomeUnknown
+from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.sandbox import BuddySandbox
+from bot.sandbox.buddy.scripts import create_body, is_ours, make_identifier
+from bot.sandbox.buddy.views import booted, parse_timestamp
 
 log = logging.getLogger(__name__)
 
 LIST_CONCURRENCY = 4
-
-
-@dataclass(frozen=True)
-class BuddyConfig:
-    token: str = field(repr=False)
-    workspace: str
-    project: str | None
-    api_url: str
-    resources: str = "1x2"
-    timeout_s: int = 900  # Buddy's inactivity auto-stop
-    snapshot_id: str | None = None
-    setup_command: str | None = None
-    ready_timeout_s: float = 300
-    retry_base_delay_s: float = 1.0
-    poll_interval_s: float = 0.1
-    request_timeout_s: float = REQUEST_TIMEOUT_S  # see buddy_http.request_timeouts
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> BuddyConfig:
-        """The Buddy part of the settings; a missing one is a one-line ConfigError."""
-        token = settings.buddy_token.get_secret_value().strip() if settings.buddy_token else ""
-        if not token:
-            raise ConfigError(
-                _missing(
-                    "BUDDY_TOKEN",
-                    "a personal access token with the scopes WORKSPACE, SANDBOX_READ and "
-                    "SANDBOX_WRITE",
-                )
-            )
-        if not settings.buddy_workspace:
-            raise ConfigError(
-                _missing("BUDDY_WORKSPACE", "the part after app.buddy.works/ in its address")
-            )
-        if not settings.buddy_project:
-            raise ConfigError(
-                _missing(
-                    "BUDDY_PROJECT",
-                    "the project the sandboxes live in; outside a project needs admin rights",
-                )
-            )
-        return cls(
-            token=token,
-            workspace=settings.buddy_workspace,
-            project=settings.buddy_project,
-            api_url=api_url_for(settings.buddy_api_url, settings.buddy_region),
-            resources=settings.buddy_resources,
-            timeout_s=settings.buddy_sandbox_timeout,
-            snapshot_id=settings.buddy_snapshot or None,
-            setup_command=settings.sandbox_setup_command or None,
-            ready_timeout_s=settings.buddy_ready_timeout_s,
-            retry_base_delay_s=settings.buddy_retry_delay_s,
-        )
-
-
-def _missing(name: str, what: str) -> str:
-    return (
-        f"Configuration error: {name} is not set. "
-        f"Set {name} ({what}) in the environment or in .env."
-    )
-
-
-# -- provider --
 
 
 class BuddyProvider:
@@ -363,121 +246,3 @@ class BuddyProvider:
             if item.get("identifier") == identifier:
                 return str(item.get("id") or "") or None
         return None
-
-
-# -- sandbox --
-
-
-class BuddySandbox:
-    """One Buddy sandbox, addressed by its id."""
-
-    def __init__(self, provider: BuddyProvider, sandbox_id: str) -> None:
-        self.id = sandbox_id
-        self._provider = provider
-        self._http = provider.http
-        self._commands = BuddyCommands(
-            provider.http,
-            sandbox_id,
-            shield=provider.shielded,
-            poll_interval_s=provider.config.poll_interval_s,
-            retry_base_delay_s=provider.config.retry_base_delay_s,
-        )
-        self._files = BuddyFiles(
-            provider.http, sandbox_id, retry_base_delay_s=provider.config.retry_base_delay_s
-        )
-        self._destroyed = False
-        self._gone = False
-
-    async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
-        script = run_script(language, code, timeout_s)
-        async with self._guard():
-            command_id = await self._commands.start(script)
-            return await self._commands.collect(command_id, timeout_s)
-
-    async def start_command(self, language: Language, code: str) -> str:
-        script = run_script(language, code, COMMAND_MAX_S)
-        async with self._guard():
-            return await self._commands.start(script)
-
-    async def command_state(self, command_id: str) -> CommandState:
-        async with self._guard():
-            return await self._commands.state(command_id)
-
-    async def kill_command(self, command_id: str) -> None:
-        async with self._guard():
-            await self._commands.kill(command_id)
-
-    async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
-        target = sandbox_path(path, writable=True)
-        if target == WORK_DIR:
-            raise SandboxPathError(f"{path} is a folder; give a file path under it")
-        async with self._guard():
-            return await self._files.upload(target, path, chunks)
-
-    def download(self, path: str) -> AsyncIterator[bytes]:
-        target = sandbox_path(path)
-        self._check_usable()
-        return self._download(path, target)
-
-    async def list_dir(self, path: str) -> list[FileEntry]:
-        target = sandbox_path(path)
-        async with self._guard():
-            contents = await self._files.contents(target, path)
-        return parse_listing(contents, target, path)
-
-    async def destroy(self) -> None:
-        if self._destroyed:
-            return
-        self._destroyed = True
-        try:
-            await self._provider.delete(self.id)
-        except BaseException:
-            self._destroyed = False  # still there: a later destroy may succeed
-            raise
-        self._provider.forget(self.id)
-
-    # -- internals --
-
-    def _check_usable(self) -> None:
-        if self._destroyed:
-            raise SandboxUnavailable(f"sandbox {self.id} was destroyed")
-        if self._gone:
-            raise SandboxGone(GONE_MESSAGE)
-        if self._http.closed:
-            raise SandboxUnavailable("the Buddy sandbox provider is closed")
-
-    @contextlib.asynccontextmanager
-    async def _guard(self) -> AsyncIterator[None]:
-        """Check the sandbox is usable; tell a missing path or command from a vanished
-        sandbox (Buddy answers 404 for both), and remember a vanished one."""
-        self._check_usable()
-        try:
-            yield
-        except SandboxGone:
-            self._gone = True
-            raise
-        except (CommandNotFound, SandboxPathError):
-            if await self._vanished():
-                self._gone = True
-                raise SandboxGone(GONE_MESSAGE) from None
-            raise
-
-    async def _vanished(self) -> bool:
-        try:
-            await self._http.request(
-                "GET",
-                self._http.sandbox_url(self.id),
-                scope="sandbox",
-                what="checking the sandbox",
-                idempotent=True,
-            )
-        except SandboxGone:
-            return True
-        except BotError:
-            return False  # cannot tell: the original error stands
-        return False
-
-    async def _download(self, path: str, target: str) -> AsyncIterator[bytes]:
-        async with self._guard():
-            async for chunk in self._files.download(target, path):
-                yield chunk

@@ -9,16 +9,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bot.sandbox.base import WORK_DIR
-from bot.sandbox.buddy_http import (
-    READ_ATTEMPTS,
-    BuddyHttp,
-    StreamInterrupted,
+from bot.sandbox.buddy.errors import StreamInterrupted
+from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.retries import READ_ATTEMPTS
+from bot.sandbox.buddy.views import check_is_file
+from bot.sandbox.buddy.wire import (
     encode_path,
     multipart_body,
     multipart_boundary,
     multipart_content_type,
 )
-from bot.sandbox.buddy_scripts import check_is_file
 
 
 class BuddyFiles:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.errors import SandboxError
-from bot.sandbox.bwrap import SANDBOX_PATH
+from bot.sandbox.base import SANDBOX_PATH
 from bot.sandbox.output import last_line
 
 GIT_TIMEOUT_S = 300.0

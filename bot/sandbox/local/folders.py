@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bot.sandbox.base import OUT_DIR, UPLOADS_DIR, WORK_DIR, SandboxInfo, SandboxSpec
+from bot.sandbox.base import WORK_DIR, WORK_FOLDERS, SandboxInfo, SandboxSpec
 
 META_FILE = "sandbox.json"
 ID_PREFIX = "lcl-"
@@ -36,7 +36,7 @@ def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
     data, work = home / "data", home / "work"
     data.mkdir()
     work.mkdir()
-    subdirs = [work / posixpath.relpath(d, WORK_DIR) for d in (UPLOADS_DIR, OUT_DIR)]
+    subdirs = [work / posixpath.relpath(d, WORK_DIR) for d in WORK_FOLDERS]
     for sub in subdirs:
         sub.mkdir()
     # Explicit modes: the bot's umask must not decide what the sandbox user can reach.

@@ -1,0 +1,155 @@
+"""One Buddy sandbox, addressed by its id: code runs as tracked BASH commands whose JSONL
+logs are streamed back (`commands`); files move through the content, upload and download
+endpoints (`files`). Buddy answers 404 for a missing path or command and for a vanished
+sandbox alike; `_guard` tells them apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Protocol
+
+from bot.errors import BotError, SandboxGone, SandboxPathError, SandboxUnavailable
+from bot.sandbox.base import (
+    CommandState,
+    ExecResult,
+    FileEntry,
+    Language,
+    destroyed,
+    sandbox_path,
+    upload_path,
+)
+from bot.sandbox.buddy.commands import COMMAND_MAX_S, BuddyCommands
+from bot.sandbox.buddy.config import BuddyConfig
+from bot.sandbox.buddy.errors import GONE_MESSAGE, CommandNotFound
+from bot.sandbox.buddy.files import BuddyFiles
+from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.scripts import run_script
+from bot.sandbox.buddy.views import parse_listing
+
+
+class Owner(Protocol):
+    """What a sandbox uses of the provider that made it (`BuddyProvider`)."""
+
+    config: BuddyConfig
+    http: BuddyHttp
+
+    async def shielded(self, cleanup: Coroutine[Any, Any, None]) -> None: ...
+
+    async def delete(self, sandbox_id: str) -> None: ...
+
+    def forget(self, sandbox_id: str) -> None: ...
+
+
+class BuddySandbox:
+    """One Buddy sandbox, addressed by its id."""
+
+    def __init__(self, provider: Owner, sandbox_id: str) -> None:
+        self.id = sandbox_id
+        self._provider = provider
+        self._http = provider.http
+        self._commands = BuddyCommands(
+            provider.http,
+            sandbox_id,
+            shield=provider.shielded,
+            poll_interval_s=provider.config.poll_interval_s,
+            retry_base_delay_s=provider.config.retry_base_delay_s,
+        )
+        self._files = BuddyFiles(
+            provider.http, sandbox_id, retry_base_delay_s=provider.config.retry_base_delay_s
+        )
+        self._destroyed = False
+        self._gone = False
+
+    async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        script = run_script(language, code, timeout_s)
+        async with self._guard():
+            command_id = await self._commands.start(script)
+            return await self._commands.collect(command_id, timeout_s)
+
+    async def start_command(self, language: Language, code: str) -> str:
+        script = run_script(language, code, COMMAND_MAX_S)
+        async with self._guard():
+            return await self._commands.start(script)
+
+    async def command_state(self, command_id: str) -> CommandState:
+        async with self._guard():
+            return await self._commands.state(command_id)
+
+    async def kill_command(self, command_id: str) -> None:
+        async with self._guard():
+            await self._commands.kill(command_id)
+
+    async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
+        target = upload_path(path)
+        async with self._guard():
+            return await self._files.upload(target, path, chunks)
+
+    def download(self, path: str) -> AsyncIterator[bytes]:
+        target = sandbox_path(path)
+        self._check_usable()
+        return self._download(path, target)
+
+    async def list_dir(self, path: str) -> list[FileEntry]:
+        target = sandbox_path(path)
+        async with self._guard():
+            contents = await self._files.contents(target, path)
+        return parse_listing(contents, target, path)
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        try:
+            await self._provider.delete(self.id)
+        except BaseException:
+            self._destroyed = False  # still there: a later destroy may succeed
+            raise
+        self._provider.forget(self.id)
+
+    # -- internals --
+
+    def _check_usable(self) -> None:
+        if self._destroyed:
+            raise destroyed(self.id)
+        if self._gone:
+            raise SandboxGone(GONE_MESSAGE)
+        if self._http.closed:
+            raise SandboxUnavailable("the Buddy sandbox provider is closed")
+
+    @contextlib.asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        """Check the sandbox is usable; tell a missing path or command from a vanished
+        sandbox (Buddy answers 404 for both), and remember a vanished one."""
+        self._check_usable()
+        try:
+            yield
+        except SandboxGone:
+            self._gone = True
+            raise
+        except (CommandNotFound, SandboxPathError):
+            if await self._vanished():
+                self._gone = True
+                raise SandboxGone(GONE_MESSAGE) from None
+            raise
+
+    async def _vanished(self) -> bool:
+        try:
+            await self._http.request(
+                "GET",
+                self._http.sandbox_url(self.id),
+                scope="sandbox",
+                what="checking the sandbox",
+                idempotent=True,
+            )
+        except SandboxGone:
+            return True
+        except BotError:
+            return False  # cannot tell: the original error stands
+        return False
+
+    async def _download(self, path: str, target: str) -> AsyncIterator[bytes]:
+        async with self._guard():
+            async for chunk in self._files.download(target, path):
+                yield chunk

@@ -1,0 +1,159 @@
+"""What the Buddy backend sends: sandbox identifiers, the create request, and the
+first-boot and run wrapper scripts. Nothing here does I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from bot.sandbox.base import (
+    DATA_DIR,
+    INTERPRETERS,
+    NOT_FOUND_EXIT,
+    RUN_DIR,
+    SANDBOX_PATH,
+    SNIPPET_ENV,
+    WORK_DIR,
+    WORK_FOLDERS,
+    SandboxSpec,
+    not_installed,
+    unsupported_language,
+)
+from bot.sandbox.buddy.config import BuddyConfig
+
+OS = "ubuntu:24.04"
+IDENTIFIER_PREFIX = "sci-"
+SNIPPET_VARS = " ".join(f"{name}={value}" for name, value in SNIPPET_ENV.items())
+
+
+# -- identifiers and the create request --
+
+
+def make_identifier(session_key: str) -> str:
+    """Unique, traceable to the session, and within Buddy's rules (letters, digits, _ and -;
+    no '-' first or last)."""
+    digest = hashlib.sha256(session_key.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{IDENTIFIER_PREFIX}{digest}-{secrets.token_hex(2)}"
+
+
+def is_ours(identifier: Any) -> bool:
+    """Whether a listed sandbox may be one this backend made (no identifier: maybe)."""
+    return str(identifier or IDENTIFIER_PREFIX).startswith(IDENTIFIER_PREFIX)
+
+
+def sandbox_name(session_key: str) -> str:
+    return f"Code interpreter {session_key}"[:100]
+
+
+def first_boot_script(
+    *, make_data_dir: bool, clone_url: str | None = None, setup_command: str | None = None
+) -> str:
+    """The folders the bot relies on, owned by the user commands run as (`buddy` when this
+    runs as root); sudo only where needed. Then the repository for a snapshot, and the setup.
+    Safe under `set -e`."""
+    lines = [
+        "u=$(id -un 2>/dev/null || id -u)",
+        '[ "$(id -u)" != 0 ] || ! id buddy >/dev/null 2>&1 || u=buddy',
+        f"for d in {' '.join((WORK_DIR, *WORK_FOLDERS))}; do",
+        '  if [ ! -d "$d" ]; then mkdir -p "$d" 2>/dev/null || sudo -n mkdir -p "$d" || exit 1; fi',
+        '  if [ "$(id -u)" = 0 ]; then chown "$u" "$d" || exit 1',
+        '  elif [ ! -w "$d" ]; then sudo -n chown "$u" "$d" || exit 1; fi',
+        "done",
+    ]
+    if make_data_dir:
+        lines.append(f"mkdir -p {DATA_DIR} 2>/dev/null || sudo -n mkdir -p {DATA_DIR} || exit 1")
+    if clone_url:  # a sandbox made from a snapshot takes no `fetch`
+        url = shlex.quote(clone_url)
+        lines.append(
+            f"[ -d {DATA_DIR}/.git ] || git clone --quiet --depth 1 -- {url} {DATA_DIR} "
+            f"|| sudo -n git clone --quiet --depth 1 -- {url} {DATA_DIR} || exit 1"
+        )
+    if setup_command:
+        lines.append(setup_command)
+    return "\n".join(lines)
+
+
+def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict[str, Any]:
+    """The create request: a new sandbox (§5.1 a) or one restored from a snapshot (§5.1 b)."""
+    from_snapshot = config.snapshot_id is not None
+    body: dict[str, Any] = {
+        "name": sandbox_name(spec.session_key),
+        "identifier": identifier,
+        "resources": config.resources,
+        "timeout": config.timeout_s,
+        "tags": list(spec.tags),
+        "first_boot_commands": first_boot_script(
+            make_data_dir=not spec.repo_url,
+            clone_url=spec.repo_url if from_snapshot else None,
+            setup_command=config.setup_command,
+        ),
+    }
+    if from_snapshot:
+        return {"snapshot_id": config.snapshot_id, **body}
+    body["os"] = OS
+    if spec.repo_url:
+        body["fetch"] = [{"type": "PUBLIC_REPO", "repository": spec.repo_url, "path": DATA_DIR}]
+    return body
+
+
+# -- the run wrapper --
+
+
+def run_script(
+    language: str,
+    code: str,
+    timeout_s: float,
+    *,
+    run_dir: str = RUN_DIR,
+    work_dir: str = WORK_DIR,
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8),
+) -> str:
+    """The BASH command that runs one snippet.
+
+    The snippet travels in a quoted heredoc (no expansion) whose delimiter does not occur in
+    the code; it is written to `run_dir`, or under $TMPDIR where that is not writable.
+    `timeout -s KILL` kills the snippet's whole process group at the limit, and itself, so
+    the wrapper exits 137. A TERM, INT or HUP to the wrapper (a terminate) kills that group
+    too: `timeout` runs in the background and the wrapper waits for it.
+    """
+    if (problem := unsupported_language(language)) is not None:
+        return _fail_script(problem)
+    program, extension = INTERPRETERS[language].program, INTERPRETERS[language].extension
+    token = new_token()
+    while f"SCI_{token}" in code:
+        token = new_token()
+    delimiter = f"SCI_{token}"
+    body = code if code.endswith("\n") else code + "\n"
+    missing = shlex.quote(not_installed(language))
+    q = shlex.quote
+    return (
+        "set -u\n"
+        f"d={q(run_dir)}\n"
+        '{ mkdir -p "$d" && [ -w "$d" ]; } 2>/dev/null || d="${TMPDIR:-/tmp}/.sci-run"\n'
+        'mkdir -p "$d" || exit 1\n'
+        f"mkdir -p {q(work_dir + '/out')} 2>/dev/null\n"
+        f'f="$d/{token}.{extension}"\n'
+        f"cat > \"$f\" <<'{delimiter}' || exit 1\n"
+        f"{body}{delimiter}\n"
+        f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
+        f"cd {q(work_dir)} || exit 1\n"
+        "c=\n"
+        """trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; rm -f "$f"; exit 143' """
+        "TERM INT HUP\n"
+        f"timeout -s KILL {max(timeout_s, 0.001):.3f} "
+        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} "$p" "$f" &\n'
+        "c=$!\n"
+        "exec 2>/dev/null\n"  # the snippet keeps its stderr; bash's "Killed" notice is dropped
+        'wait "$c"\n'
+        "r=$?\n"
+        'rm -f "$f"\n'
+        'exit "$r"\n'
+    )
+
+
+def _fail_script(message: str) -> str:
+    """A command that reports `message` like a shell would for a missing program."""
+    return f"echo {shlex.quote(message)} >&2\nexit {NOT_FOUND_EXIT}\n"

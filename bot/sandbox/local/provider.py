@@ -1,0 +1,122 @@
+"""Making, finding and removing local sandboxes.
+
+A sandbox is a host folder (see `folders`) whose `work/` and `data/` are mounted at
+/buddy/work and /buddy/data. Files persist between calls; processes do not, except
+detached commands. Each call starts its own isolated, rlimited container (`bwrap`); the
+optional repository is checked out by `git`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.errors import SandboxError, SandboxUnavailable
+from bot.sandbox.base import SandboxInfo, SandboxSpec
+from bot.sandbox.limits import Limits
+from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
+from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
+from bot.sandbox.local.git import git_clone
+from bot.sandbox.local.programs import Programs
+from bot.sandbox.local.sandbox import LocalSandbox
+from bot.sandbox.output import last_line
+
+
+class LocalProvider:
+    """Creates bubblewrap sandboxes whose folders live under `root`."""
+
+    def __init__(
+        self,
+        root: Path,
+        limits: Limits = Limits(),  # noqa: B008 - frozen dataclass, safe as a default
+        *,
+        sandbox_uid: int | None = None,
+        allowed_git_protocols: tuple[str, ...] = ("https",),
+        interpreters: Mapping[str, str] | None = None,
+    ) -> None:
+        self._launcher = Launcher(limits, sandbox_uid)
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self._launcher.uid is not None:
+            check_reachable(self.root, self._launcher.uid)
+        self.limits = limits
+        self._git_protocols = allowed_git_protocols
+        self._programs = Programs(interpreters)
+        self._sandboxes: dict[str, LocalSandbox] = {}
+        self._probed = False
+        self._closed = False
+
+    async def create(self, spec: SandboxSpec) -> LocalSandbox:
+        if self._closed:
+            raise SandboxUnavailable("the local sandbox provider is closed")
+        sandbox_id = ID_PREFIX + secrets.token_hex(6)
+        home = self.root / sandbox_id
+        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
+        try:
+            await asyncio.to_thread(make_folders, home, spec, self._launcher.uid)
+            await self._probe(home)
+            if spec.repo_url:
+                await git_clone(spec.repo_url, home / "data", self._git_protocols)
+        except BaseException:
+            await sandbox.destroy()
+            raise
+        return sandbox
+
+    async def attach(self, sandbox_id: str) -> LocalSandbox | None:
+        """A sandbox left by an earlier process: its folder is all there is to it."""
+        if sandbox_id in self._sandboxes:
+            return self._sandboxes[sandbox_id]
+        home = self.root / sandbox_id
+        if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
+            return None
+        await asyncio.to_thread(kill_containers_of, home)
+        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
+        return sandbox
+
+    async def list_tagged(self, tag: str) -> list[SandboxInfo]:
+        return await asyncio.to_thread(tagged, self.root, tag)
+
+    async def destroy_id(self, sandbox_id: str) -> None:
+        if not ID_RE.fullmatch(sandbox_id):
+            raise SandboxError(f"{sandbox_id!r} is not a local sandbox id")
+        sandbox = self._sandboxes.get(sandbox_id)
+        if sandbox is not None:
+            await sandbox.destroy()
+        else:  # left over from an earlier run
+            await asyncio.to_thread(kill_containers_of, self.root / sandbox_id)
+            await asyncio.to_thread(remove_tree, self.root / sandbox_id)
+
+    async def close(self) -> None:
+        """Stop every process of this provider's sandboxes; their folders stay."""
+        self._closed = True
+        await asyncio.gather(*(sb.stop_all() for sb in list(self._sandboxes.values())))
+
+    # -- internals --
+
+    def _sandbox(self, sandbox_id: str, home: Path) -> LocalSandbox:
+        return LocalSandbox(
+            sandbox_id, home, launcher=self._launcher, programs=self._programs, forget=self._forget
+        )
+
+    def _forget(self, sandbox_id: str) -> None:
+        self._sandboxes.pop(sandbox_id, None)
+
+    async def _probe(self, home: Path) -> None:
+        """Start one trivial sandbox so a host that cannot run bwrap fails at create time."""
+        if self._probed:
+            return
+        container = await self._launcher.spawn(
+            home / "work", home / "data", ["/bin/true"], stdout=asyncio.subprocess.DEVNULL
+        )
+        try:
+            _, err = await container.proc.communicate()
+        finally:
+            container.close()
+        if container.proc.returncode != 0:
+            raise SandboxUnavailable(
+                f"bubblewrap cannot start a sandbox on this host: {last_line(err)} "
+                "(bubblewrap 0.8 or newer and unprivileged user namespaces are needed)"
+            )
+        self._probed = True

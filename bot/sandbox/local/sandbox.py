@@ -1,0 +1,231 @@
+"""One local sandbox: its host folder plus the containers currently running over it.
+
+Snippets and detached commands each get a container (`run.Run`). Uploads, downloads and
+listings run small shell helpers (`fileops`) in containers of their own, so symlinks that
+user code planted in the work folder resolve inside the sandbox and never reach host files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+
+from bot.errors import SandboxError
+from bot.sandbox.base import (
+    CommandState,
+    ExecResult,
+    FileEntry,
+    Language,
+    destroyed,
+    sandbox_path,
+    upload_path,
+)
+from bot.sandbox.local.bwrap import Container, Launcher
+from bot.sandbox.local.fileops import (
+    DOWNLOAD_SH,
+    LIST_MAX_BYTES,
+    LIST_SH,
+    UPLOAD_SH,
+    file_error,
+    parse_listing,
+    read_at_most,
+)
+from bot.sandbox.local.folders import remove_tree
+from bot.sandbox.local.programs import Programs
+from bot.sandbox.local.run import PIPE_GRACE_S, Run
+from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
+
+FILE_OP_TIMEOUT_S = 60.0  # listing, and the longest wait for the next chunk of a download
+TOOL_STDERR_BYTES = 4096
+
+
+class LocalSandbox:
+    """One sandbox: a host folder plus the processes currently running over it."""
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        home: Path,
+        *,
+        launcher: Launcher,
+        programs: Programs,
+        forget: Callable[[str], None],
+    ) -> None:
+        self.id = sandbox_id
+        self._home = home
+        self._launcher = launcher
+        self._limits = launcher.limits
+        self._programs = programs
+        self._forget = forget  # tells the provider this sandbox is gone
+        self._runs: set[Run] = set()
+        self._tools: set[Container] = set()
+        self._commands: dict[str, Run] = {}
+        self._destroyed = False
+
+    async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        run = await self._start(language, code, timeout_s)
+        try:
+            await asyncio.shield(run.done)
+        except asyncio.CancelledError:
+            run.kill("killed")
+            raise
+        if (message := run.startup_error()) is not None:
+            raise SandboxError(f"the sandbox could not start: {message}")
+        return run.result()
+
+    async def start_command(self, language: Language, code: str) -> str:
+        run = await self._start(language, code, self._limits.command_max_s)
+        command_id = "cmd-" + secrets.token_hex(4)
+        self._commands[command_id] = run
+        return command_id
+
+    async def command_state(self, command_id: str) -> CommandState:
+        run = self._command(command_id)
+        return CommandState(command_id, running=not run.done.done(), result=run.result())
+
+    async def kill_command(self, command_id: str) -> None:
+        run = self._command(command_id)
+        run.kill("killed")
+        await asyncio.shield(run.done)
+
+    async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
+        target = upload_path(path)
+        written = 0
+        async with self._tool(UPLOAD_SH, target, stdin=asyncio.subprocess.PIPE) as (proc, errors):
+            assert proc.stdin is not None
+            try:
+                async for chunk in chunks:
+                    proc.stdin.write(chunk)
+                    written += len(chunk)
+                    await proc.stdin.drain()  # back-pressure: never more than a pipe's worth held
+                proc.stdin.close()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the writer died; its exit status says why
+            rc = await proc.wait()
+        if rc != 0:
+            raise file_error("write", path, rc, errors)
+        return written
+
+    def download(self, path: str) -> AsyncIterator[bytes]:
+        target = sandbox_path(path)
+        self._check_alive()
+        return self._read_file(path, target)
+
+    async def list_dir(self, path: str) -> list[FileEntry]:
+        target = sandbox_path(path)
+        async with self._tool(LIST_SH, target, stdout=asyncio.subprocess.PIPE) as (proc, errors):
+            assert proc.stdout is not None
+            try:
+                raw = await asyncio.wait_for(
+                    read_at_most(proc.stdout, LIST_MAX_BYTES), FILE_OP_TIMEOUT_S
+                )
+            except TimeoutError:
+                raise SandboxError(f"listing {path} took too long") from None
+            if raw is None:
+                raise SandboxError(f"{path} has too many entries to list")
+            rc = await proc.wait()
+        if rc != 0:
+            raise file_error("list", path, rc, errors, kind="folder")
+        return parse_listing(raw)
+
+    async def destroy(self) -> None:
+        if self._destroyed:
+            return
+        self._destroyed = True
+        await self.stop_all()
+        await asyncio.to_thread(remove_tree, self._home)
+        self._forget(self.id)
+
+    async def stop_all(self) -> None:
+        """Kill every process running over this sandbox and wait until they are gone."""
+        for run in list(self._runs):
+            run.kill("killed")
+        for container in list(self._tools):
+            container.kill()
+        pending = [run.done for run in self._runs]
+        if pending:
+            await asyncio.wait(pending)
+
+    # -- internals --
+
+    def _check_alive(self) -> None:
+        if self._destroyed:
+            raise destroyed(self.id)
+
+    def _command(self, command_id: str) -> Run:
+        self._check_alive()
+        run = self._commands.get(command_id)
+        if run is None:
+            raise SandboxError(f"no such command {command_id!r} in sandbox {self.id}")
+        return run
+
+    async def _spawn(
+        self,
+        command: Sequence[str],
+        *,
+        files: Mapping[str, bytes] | None = None,
+        stdin: int = asyncio.subprocess.DEVNULL,
+        stdout: int = asyncio.subprocess.PIPE,
+    ) -> Container:
+        """Start `command` in a new container over this sandbox; stderr is always a pipe."""
+        work, data = self._home / "work", self._home / "data"
+        return await self._launcher.spawn(
+            work, data, command, files=files, stdin=stdin, stdout=stdout
+        )
+
+    async def _start(self, language: str, code: str, max_s: float | None) -> Run:
+        self._check_alive()
+        command, files = self._programs.command(language, code)
+        container = await self._spawn(command, files=files)
+        run = Run(container, self._limits.output_bytes, max_s)
+        self._runs.add(run)
+        run.done.add_done_callback(lambda _: self._runs.discard(run))
+        return run
+
+    @contextlib.asynccontextmanager
+    async def _tool(
+        self,
+        script: str,
+        target: str,
+        *,
+        stdin: int = asyncio.subprocess.DEVNULL,
+        stdout: int = asyncio.subprocess.DEVNULL,
+    ) -> AsyncIterator[tuple[asyncio.subprocess.Process, CappedBuffer]]:
+        """A file-operation helper process in its own sandbox, killed if left early."""
+        self._check_alive()
+        command = ["/bin/sh", "-c", script, "sh", target]
+        container = await self._spawn(command, stdin=stdin, stdout=stdout)
+        self._tools.add(container)
+        errors = CappedBuffer(TOOL_STDERR_BYTES)
+        assert container.proc.stderr is not None
+        err_pump = asyncio.create_task(pump(container.proc.stderr, errors))
+        try:
+            yield container.proc, errors
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(err_pump), PIPE_GRACE_S)
+        finally:
+            self._tools.discard(container)
+            container.kill()
+            container.close()
+            err_pump.cancel()
+
+    async def _read_file(self, path: str, target: str) -> AsyncIterator[bytes]:
+        async with self._tool(DOWNLOAD_SH, target, stdout=asyncio.subprocess.PIPE) as (
+            proc,
+            errors,
+        ):
+            assert proc.stdout is not None
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(proc.stdout.read(READ_CHUNK), FILE_OP_TIMEOUT_S)
+                except TimeoutError:
+                    raise SandboxError(f"reading {path} stalled") from None
+                if not chunk:
+                    break
+                yield chunk
+            rc = await proc.wait()
+        if rc != 0:
+            raise file_error("read", path, rc, errors)
