@@ -130,28 +130,12 @@ class Launcher:
         info_read, info_write = os.pipe()
         fds = [info_write]
         try:
-            file_args: list[str] = []
+            binds = ["--bind", str(work), WORK_DIR, "--ro-bind", str(data), DATA_DIR]
             for dest, content in {**GENERATED_ETC, **(files or {})}.items():
                 fds.append(_memfd(content))
-                file_args += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]
-            folders = ["--bind", str(work), WORK_DIR]
-            folders += ["--ro-bind", str(data), DATA_DIR]
-            argv = [
-                # bwrap's --die-with-parent guards only the processes inside; the outer bwrap
-                # must die with the bot too, or a killed bot leaves its commands running.
-                *[self.setpriv, "--pdeathsig", "KILL", "--"],
-                self.prlimit,
-                *self.limits.prlimit_args(),
-                "--",
-                self.bwrap,
-                *self._static_args,
-                *folders,
-                *file_args,
-                *["--info-fd", str(info_write), "--remount-ro", "/", "--"],
-                *command,
-            ]
+                binds += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *self._argv(binds, info_write, command),
                 stdin=stdin,
                 stdout=stdout,
                 stderr=asyncio.subprocess.PIPE,
@@ -167,6 +151,21 @@ class Launcher:
             for fd in fds:
                 os.close(fd)
         return Container(proc, info_read)
+
+    def _argv(self, binds: list[str], info_fd: int, command: Sequence[str]) -> list[str]:
+        return [
+            # bwrap's --die-with-parent guards only the processes inside; the outer bwrap
+            # must die with the bot too, or a killed bot leaves its commands running.
+            *[self.setpriv, "--pdeathsig", "KILL", "--"],
+            self.prlimit,
+            *self.limits.prlimit_args(),
+            "--",
+            self.bwrap,
+            *self._static_args,
+            *binds,
+            *["--info-fd", str(info_fd), "--remount-ro", "/", "--"],
+            *command,
+        ]
 
     def _credentials(self) -> dict[str, Any]:
         if self.uid is None:
