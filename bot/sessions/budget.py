@@ -28,9 +28,9 @@ class Budgets:
     async def allowance(self, store: Store, key: str, user: str, now: float) -> float | BudgetSpent:
         """This run's allowance in USD, or why there is none. Continue allowances granted to
         the thread raise its budget."""
-        session = await store.get_session(key)
+        session = await store.get_session(key)  # its cost is what its turns spent
         thread_limit = self.thread_usd + (session.granted_usd if session else 0.0)
-        thread_spent = await store.spent(key=key)
+        thread_spent = session.cost_usd if session else 0.0
         user_spent = await store.spent(user=user, since=now - now % DAY_S)
         if self.user_day_usd - user_spent <= 0:
             return BudgetSpent("user", user_spent, self.user_day_usd, 0.0)

@@ -115,8 +115,12 @@ class Engine:
     ) -> asyncio.Future[RunResult]:
         """Queue a question; it runs (joined with any others waiting) once the thread is free.
         The future resolves with the outcome of the run that answered it."""
-        await self.open(key, repo_url)
-        thread = self._threads[key]
+        thread = self._threads.get(key)
+        if thread is None:
+            await self.open(key, repo_url)  # a front end usually opened it already
+            thread = self._threads[key]
+        thread.session.start()
+        thread.last_activity = self._clock()
         queued_id = await self._store.enqueue(key, question, user, self._clock())
         waiter = thread.waiters[queued_id] = asyncio.get_running_loop().create_future()
         if not thread.busy:
@@ -214,7 +218,6 @@ class Engine:
         await self._store.end_run(run_id, outcome, self._clock())
         thread.current = thread.run_id = None
         thread.last_activity = self._clock()
-        await self._store.update_session(key, last_activity=thread.last_activity)
         return result
 
     async def _execute(
