@@ -7,9 +7,11 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -26,6 +28,7 @@ from bot.sandbox.base import (
 )
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, require_bubblewrap
+from bot.sandbox.local.bwrap import kill_containers_of
 from bot.sandbox.output import CappedBuffer
 
 
@@ -542,3 +545,40 @@ async def _until_stopped(sandbox: LocalSandbox, command_id: str) -> None:
         if not (await sandbox.command_state(command_id)).running:
             return
         await asyncio.sleep(0.05)
+
+
+def test_a_container_orphaned_during_its_start_is_killed(tmp_path: Path) -> None:
+    """A bot killed while bwrap was starting leaves the inner bwrap with parent 1, in a
+    process group it does not lead; a restarted bot must still find and kill it."""
+    home = tmp_path / "lcl-0123456789ab"
+    script = (
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)',"
+        f" '--bind', '{home / 'work'}', '/buddy/work'])\n"
+    )  # the leader starts the "container" and exits, as a killed outer bwrap does
+    subprocess.run([sys.executable, "-c", script], start_new_session=True, check=True)
+    orphans = [p for p in processes_with(str(home / "work")) if p.ppid != os.getpid()]
+    assert len(orphans) == 1 and os.getpgid(orphans[0].pid) != orphans[0].pid
+    assert kill_containers_of(home) == 1
+    deadline = time.monotonic() + 5
+    while processes_with(str(home / "work")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(str(home / "work")) == []
+
+
+class Proc(NamedTuple):
+    pid: int
+    ppid: int
+
+
+def processes_with(text: str) -> list[Proc]:
+    """Live host processes whose command line holds `text`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                found.append(Proc(int(pid), int(stat[1])))
+        except OSError:
+            continue
+    return found

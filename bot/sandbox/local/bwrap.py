@@ -50,11 +50,23 @@ def kill_containers_of(home: Path) -> int:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if mount in Path(f"/proc/{pid}/cmdline").read_bytes():
-                os.killpg(int(pid), signal.SIGKILL)  # bwrap leads its own process group
+                _kill_with_group(int(pid))
                 killed += 1
         except (OSError, ValueError):
             continue
     return killed
+
+
+def _kill_with_group(pid: int) -> None:
+    """SIGKILL a bwrap process and its process group. The outer bwrap leads its group, but
+    the inner one (the namespace's init) is a member only: when the outer one died during
+    start-up, the inner one is left with parent 1, and signalling its pid as a group would
+    miss it."""
+    with contextlib.suppress(ProcessLookupError):
+        group = os.getpgid(pid)
+        os.kill(pid, signal.SIGKILL)
+        if group != os.getpgrp():  # never the bot's own group
+            os.killpg(group, signal.SIGKILL)
 
 
 def require_util_linux(program: str) -> str:
