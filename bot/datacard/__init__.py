@@ -1,0 +1,7 @@
+"""Data cards: what a data file holds (shape, column types, ranges, aggregate rows, malformed
+records), computed in one streaming pass in bounded memory, for the model and for Slack."""
+
+from bot.datacard.card import Aggregates, ColumnCard, DataCard, Malformed
+from bot.datacard.errors import CardError
+
+__all__ = ["Aggregates", "CardError", "ColumnCard", "DataCard", "Malformed"]
