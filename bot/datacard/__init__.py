@@ -3,5 +3,6 @@ records), computed in one streaming pass in bounded memory, for the model and fo
 
 from bot.datacard.card import Aggregates, ColumnCard, DataCard, Malformed
 from bot.datacard.errors import CardError
+from bot.datacard.profiler import Profiler
 
-__all__ = ["Aggregates", "CardError", "ColumnCard", "DataCard", "Malformed"]
+__all__ = ["Aggregates", "CardError", "ColumnCard", "DataCard", "Malformed", "Profiler"]
