@@ -4,5 +4,15 @@ records), computed in one streaming pass in bounded memory, for the model and fo
 from bot.datacard.card import Aggregates, ColumnCard, DataCard, Malformed
 from bot.datacard.errors import CardError
 from bot.datacard.profiler import Profiler
+from bot.datacard.stream import CardTap, gunzip
 
-__all__ = ["Aggregates", "CardError", "ColumnCard", "DataCard", "Malformed", "Profiler"]
+__all__ = [
+    "Aggregates",
+    "CardError",
+    "CardTap",
+    "ColumnCard",
+    "DataCard",
+    "Malformed",
+    "Profiler",
+    "gunzip",
+]
