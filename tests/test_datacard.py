@@ -14,6 +14,7 @@ import pytest
 import bot.datacard.csvprof as csvprof
 from bot.datacard import DataCard, Profiler
 from bot.datacard.aggregates import is_aggregate
+from bot.datacard.render import cards_for_model
 from bot.datacard.values import date_keys
 
 POPULATION = Path(__file__).parent / "data" / "population_2000_2010_2020.csv"
@@ -329,3 +330,12 @@ def test_a_hundred_megabytes_stream_through_in_bounded_memory() -> None:
     assert card.profiled_rows < 20_000 and card.sampled
     assert types(card) == {"id": "integer", "day": "date", "region": "text", "amount": "decimal"}
     assert "profiled, spread through the file" in card.for_model()
+
+
+def test_many_cards_share_one_budget() -> None:
+    wide = card_of(",".join(f"c{i}" for i in range(3000)).encode() + b"\n" + b"1," * 2999 + b"1\n")
+    cards = [card_of(POPULATION.read_bytes(), "population.csv"), wide, card_of(b"a,b\n1,2\n")]
+    text = cards_for_model(cards, 500)
+    assert len(text) <= 500 * 4 + 10
+    assert "population.csv" in text and "3,000 columns" in text and "file.csv" in text
+    assert len(cards_for_model(cards, 3000)) > len(text)

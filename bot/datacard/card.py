@@ -16,7 +16,7 @@ class ColumnCard:
     type: str = "empty"  # integer, decimal, date, datetime, boolean, text, object, array, empty
     count: int = 0  # non-empty cells seen
     empty: int = 0  # empty or missing-marker cells seen ("", NA, null, ..)
-    distinct: int = 0
+    distinct: int | None = 0  # None: not known (Parquet)
     distinct_estimated: bool = False  # True once the distinct sketch overflowed
     low: Scalar = None
     high: Scalar = None
@@ -24,6 +24,7 @@ class ColumnCard:
     top: list[tuple[str, int]] = field(default_factory=list)
     odd: int = 0  # cells that do not fit `type` (e.g. "n/a*" in a number column)
     odd_examples: list[str] = field(default_factory=list)
+    declared: str | None = None  # the type as the file itself declares it (Parquet)
 
 
 @dataclass
@@ -58,7 +59,8 @@ class DataCard:
 
     Exact: size, rows (unless `rows_exact` is False), columns_total, malformed counts.
     From the profiled rows (all of them when `profiled_rows == rows`, else a sample spread
-    through the file): column types, empties, distinct counts, ranges, top values, aggregates.
+    through the file, or the top rows when `profiled_from == "top"`): column types,
+    empties, distinct counts, ranges, top values, aggregates.
     """
 
     name: str
@@ -72,6 +74,7 @@ class DataCard:
     columns_total: int = 0
     columns: list[ColumnCard] = field(default_factory=list)
     profiled_rows: int = 0
+    profiled_from: str = "spread"  # "spread" through the file, the "top" rows, or "stats"
     aggregates: Aggregates | None = None
     malformed: Malformed = field(default_factory=Malformed)
     notes: list[str] = field(default_factory=list)

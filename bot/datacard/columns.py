@@ -14,6 +14,7 @@ from bot.datacard.values import BOOLEAN, ISO_DATE, MISSING, classify, date_keys
 
 ODD_SHARE = 0.02  # up to this share of cells may not fit a column's type (typos, footnotes)
 LABELS_CACHED = 4096
+ODD_ONE = 20  # from this many cells on, one odd cell is allowed whatever the share
 SETTLED = 200  # cells seen before a column that is mostly text stops checking each cell
 _MERGE = {
     frozenset({"integer"}): "integer",
@@ -82,8 +83,10 @@ class ColumnProfile:
             self.distinct.add(map(repr, nums))
             self._add_numbers(nums, "decimal" if float in map(type, nums) else "integer")
         if flags:
+            words = ["true" if f else "false" for f in flags]
             self.kinds["boolean"] += len(flags)
-            self.top.add(["true" if f else "false" for f in flags])
+            self.distinct.add(words)
+            self.top.add(words)
 
     def _numeric(self, present: list[str]) -> bool:
         """Take the whole batch as numbers in one C-speed pass when every cell is one."""
@@ -185,7 +188,7 @@ class ColumnProfile:
             return "empty"
         text = self.kinds["text"]
         others = frozenset(k for k, n in self.kinds.items() if n and k != "text")
-        if text > ODD_SHARE * total or others not in _MERGE:
+        if text > max(ODD_SHARE * total, total >= ODD_ONE) or others not in _MERGE:
             return "text"
         return _MERGE[others]
 

@@ -27,6 +27,17 @@ def for_model(card: DataCard, max_tokens: int = 600) -> str:
     return text if len(text) <= budget else text[: budget - 1] + "…"
 
 
+def cards_for_model(cards: list[DataCard], max_tokens: int = 2000) -> str:
+    """Several cards sharing one budget: each gets an equal share, and a share one card
+    leaves unused goes to the cards after it."""
+    parts, left = [], max_tokens
+    for i, card in enumerate(cards):
+        text = for_model(card, left // (len(cards) - i))
+        left -= len(text) // CHARS_PER_TOKEN + 1
+        parts.append(text)
+    return "\n\n".join(parts)
+
+
 def for_slack(card: DataCard) -> str:
     """A short Slack message (mrkdwn): what the file is, its columns and what to watch."""
     size = f" · {_size(card.size)}" if card.size is not None else ""
@@ -38,10 +49,9 @@ def for_slack(card: DataCard) -> str:
         lines.append(" · ".join(cols[:SLACK_COLUMNS]) + (f" · _and {more:,} more_" if more else ""))
     if card.aggregates:
         a = card.aggregates
-        examples = ", ".join(a.examples[:3])
-        lines.append(
-            f":warning: {a.count:,} aggregate rows in `{_esc(a.column)}` ({_esc(examples)}…)"
-        )
+        examples = ", ".join(a.examples[:3]) + ("…" if len(a.examples) > 3 else "")
+        what = f"{a.count:,} aggregate row{'s' if a.count != 1 else ''}"
+        lines.append(f":warning: {what} in `{_esc(a.column)}` ({_esc(examples)})")
     if card.malformed.total:
         lines.append(f":warning: {_esc(_malformed(card))}")
     return "\n".join(lines)
@@ -78,13 +88,18 @@ def _columns_intro(card: DataCard) -> str:
         if shown < card.columns_total
         else "columns"
     )
+    if card.profiled_from == "stats":
+        return f"The {which} (from the file's own statistics):"
+    if card.profiled_from == "types":
+        return f"The {which} (types as the file declares them):"
     if not card.sampled:
         return f"The {which} (all rows profiled):"
-    return f"The {which} ({card.profiled_rows:,} rows profiled, spread through the file):"
+    where = "the top rows" if card.profiled_from == "top" else "spread through the file"
+    return f"The {which} ({card.profiled_rows:,} rows profiled, {where}):"
 
 
 def _column(c: ColumnCard, detail: int) -> str:
-    text = f"- {c.name}: {c.type}"
+    text = f"- {c.name}: {c.type}" + (f" ({c.declared})" if c.declared else "")
     if c.type in ("integer", "decimal") and c.low is not None:
         text += f", {_num(c.low)} to {_num(c.high)}"
         if detail > 1 and c.mean is not None:
@@ -97,12 +112,13 @@ def _column(c: ColumnCard, detail: int) -> str:
         text += _distinct(c)
     if c.odd:
         examples = ", ".join(repr(x) for x in c.odd_examples[:2])
-        text += f"; {c.odd:,} cells are not {c.type}" + (f" ({examples})" if examples else "")
+        cells = "1 cell is" if c.odd == 1 else f"{c.odd:,} cells are"
+        text += f"; {cells} not {c.type}" + (f" ({examples})" if examples else "")
     return text
 
 
 def _distinct(c: ColumnCard) -> str:
-    if c.type == "empty":
+    if c.type == "empty" or c.distinct is None:
         return ""
     if c.distinct >= c.count * (0.95 if c.distinct_estimated else 1):
         text = ", values unique" if c.count > 1 else ""
@@ -132,16 +148,21 @@ def _inline(card: DataCard, room: int) -> str:
 def _tail(card: DataCard, full: bool) -> list[str]:
     lines = []
     if (a := card.aggregates) and full:
-        share = "" if not card.sampled else " of the profiled rows"
+        count = f"{a.count:,} of the profiled rows" if card.sampled else _rows(a.count)
         lines.append(
-            f"Aggregate rows: {a.count:,}{share} have a {a.column} naming a group or total, not "
-            f"one entity (e.g. {', '.join(a.examples[:4])}); leave them out of sums and averages."
+            f"Aggregate rows: {count} where {a.column} names a group or a "
+            f"total rather than one entity (e.g. {', '.join(a.examples[:4])}): leave them out "
+            "of sums and averages."
         )
     elif a:
-        lines.append(f"{a.count:,} aggregate rows in {a.column} ({', '.join(a.examples[:2])}).")
+        lines.append(f"Aggregates: {_rows(a.count)} in {a.column} ({', '.join(a.examples[:2])}).")
     if card.malformed.total or card.malformed.blank:
         lines.append(_malformed(card) + ".")
     return lines + (card.notes if full else card.notes[:1])
+
+
+def _rows(n: int) -> str:
+    return f"{n:,} row" if n == 1 else f"{n:,} rows"
 
 
 def _malformed(card: DataCard) -> str:
