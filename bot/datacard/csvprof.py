@@ -28,14 +28,17 @@ def sampled(block: int) -> bool:
 
 
 class CsvEngine:
-    def __init__(self, head: bytes, name: str, encoding: str | None, whole: bool) -> None:
+    def __init__(
+        self, head: bytes, name: str, encoding: str | None, whole: bool, tsv: bool = False
+    ) -> None:
+        """`head`: the file's first bytes (all of them if `whole`); `tsv`: tabs expected."""
         self.encoding = encoding or encoding_of(head)
         first_line = head.find(b"\n") + 1 or len(head)
         whole = whole and len(head) <= max(SNIFF, first_line)
         text = head[: max(SNIFF, first_line)].decode(self.encoding, "replace")
         if whole and not text.endswith("\n"):
             text += "\n"
-        self.delimiter = delimiter_of(text[:SNIFF], name)
+        self.delimiter = delimiter_of(text[:SNIFF], "x.tsv" if tsv else name)
         rows = _parse(text, self.delimiter, whole, None)[:50]
         self.fields = len(rows[0]) if rows else 1
         self.header = has_header(rows)

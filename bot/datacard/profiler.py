@@ -112,7 +112,7 @@ class Profiler:
             return JsonEngine(self._encoding)
         if kind == "jsonl":
             return JsonLinesEngine(self._encoding)
-        return CsvEngine(head, self.name, self._encoding, whole)
+        return CsvEngine(head, self.name, self._encoding, whole, tsv=kind == "tsv")
 
 
 def guess_kind(head: bytes, name: str = "") -> str:
