@@ -14,6 +14,7 @@ from bot.datacard.values import BOOLEAN, ISO_DATE, MISSING, classify, date_keys
 
 ODD_SHARE = 0.02  # up to this share of cells may not fit a column's type (typos, footnotes)
 LABELS_CACHED = 4096
+LABELS_KEPT = 200
 ODD_ONE = 20  # from this many cells on, one odd cell is allowed whatever the share
 SETTLED = 200  # cells seen before a column that is mostly text stops checking each cell
 _MERGE = {
@@ -40,7 +41,8 @@ class ColumnProfile:
         self.distinct = Distinct()
         self.top = TopK()
         self.odd_examples: list[str] = []
-        self.aggregates: Counter[str] = Counter()
+        self.aggregates: Counter[str] = Counter()  # a few labels, for examples
+        self.aggregate_rows = 0
         self.label_cache: dict[str, bool] = {}
 
     def add_texts(self, cells: list[str]) -> None:
@@ -67,7 +69,10 @@ class ColumnProfile:
             known.clear()
         for label in set(present).difference(known):
             known[label] = is_aggregate(label)
-        self.aggregates.update(c for c in present if known[c])
+        found = [c for c in present if known[c]]
+        self.aggregate_rows += len(found)
+        if len(self.aggregates) < LABELS_KEPT:
+            self.aggregates.update(found)
 
     def add_values(self, values: list[Any]) -> None:
         """Cells decoded from JSON: numbers, strings, booleans, null, objects, arrays."""

@@ -142,11 +142,11 @@ class CsvEngine:
 
 def aggregates(profiles: list[ColumnProfile]) -> Aggregates | None:
     """The column with the most aggregate labels, if any."""
-    best = max(profiles, key=lambda p: p.aggregates.total(), default=None)
-    if best is None or not best.aggregates:
+    best = max(profiles, key=lambda p: p.aggregate_rows, default=None)
+    if best is None or not best.aggregate_rows:
         return None
     labels = [label for label, _ in best.aggregates.most_common(100)]
-    return Aggregates(best.name, best.aggregates.total(), examples(labels))
+    return Aggregates(best.name, best.aggregate_rows, examples(labels))
 
 
 def _parse(text: str, delimiter: str, complete: bool, width: int | None) -> list[list[str]]:
