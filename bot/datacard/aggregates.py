@@ -40,8 +40,11 @@ _HEADLINES = [  # the best-known kinds of aggregate, shown first
 
 
 def examples(labels: list[str], n: int = 6) -> list[str]:
-    """A few labels, the best-known kinds first (World, totals, income groups)."""
-    return sorted(labels, key=_rank)[:n]
+    """A few labels of different kinds, the best-known first: World, a total, an income
+    group, a region; then more of each."""
+    ranked = sorted(labels, key=_rank)
+    firsts = [x for i, x in enumerate(ranked) if i == 0 or _rank(x) != _rank(ranked[i - 1])]
+    return (firsts + [x for x in ranked if x not in firsts])[:n]
 
 
 def _rank(label: str) -> int:

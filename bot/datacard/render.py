@@ -94,8 +94,9 @@ def _columns_intro(card: DataCard) -> str:
         return f"The {which} (types as the file declares them):"
     if not card.sampled:
         return f"The {which} (all rows profiled):"
-    where = "the top rows" if card.profiled_from == "top" else "spread through the file"
-    return f"The {which} ({card.profiled_rows:,} rows profiled, {where}):"
+    if card.profiled_from == "top":
+        return f"The {which} (from the top {card.profiled_rows:,} rows):"
+    return f"The {which} ({card.profiled_rows:,} rows profiled, spread through the file):"
 
 
 def _column(c: ColumnCard, detail: int) -> str:
@@ -113,7 +114,8 @@ def _column(c: ColumnCard, detail: int) -> str:
     if c.odd:
         examples = ", ".join(repr(x) for x in c.odd_examples[:2])
         cells = "1 cell is" if c.odd == 1 else f"{c.odd:,} cells are"
-        text += f"; {cells} not {c.type}" + (f" ({examples})" if examples else "")
+        article = "an" if c.type[0] in "aeiou" else "a"
+        text += f"; {cells} not {article} {c.type}" + (f" ({examples})" if examples else "")
     return text
 
 
