@@ -1,0 +1,150 @@
+"""Cards for .xlsx workbooks, one per sheet, from the zip's own parts with the standard
+library: sheet names (workbook.xml and its relationships), each sheet's size (its
+<dimension>, else its last row), and its first rows for the header and column types."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
+from xml.etree.ElementTree import iterparse
+
+from bot.datacard.card import DataCard
+from bot.datacard.columns import ColumnProfile
+from bot.datacard.csvprof import DETAIL, LABEL_COLUMNS, aggregates
+from bot.datacard.errors import CardError
+from bot.datacard.sniff import has_header
+from bot.datacard.xlsxcells import M, SharedStrings, cell_value, date_styles, split_ref
+from bot.datacard.zipcheck import Source, open_zip, read_part
+
+SAMPLE_ROWS = 200  # rows read from the top of each sheet
+MAX_SHEETS = 50
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+_ROW = re.compile(rb'<(?:\w+:)?row\b[^>]*?\br="(\d+)"')
+
+
+def card_xlsx(source: Source, name: str) -> list[DataCard]:
+    """A card per worksheet of the workbook at `source` (a path, or the file's bytes).
+    Raises CardError for an archive that is not a workbook or would unpack too much."""
+    required = ("[Content_Types].xml", "xl/workbook.xml")
+    with open_zip(source, name, required) as book:
+        sheets, epoch = _sheets(book, name)
+        strings, dates = SharedStrings(book, name), date_styles(book, name)
+        cards = []
+        for title, part in sheets[:MAX_SHEETS]:
+            if part not in book.NameToInfo:
+                raise CardError(f"Skipped {name}: its sheet {title} is missing.")
+            cards.append(_sheet(book, name, title, part, strings, dates, epoch))
+        if len(sheets) > MAX_SHEETS:
+            cards[-1].notes.append(f"The workbook has {len(sheets)} sheets; the first 50 shown.")
+        return cards
+
+
+def _sheets(book: zipfile.ZipFile, name: str) -> tuple[list[tuple[str, str]], datetime]:
+    targets = {}
+    if "xl/_rels/workbook.xml.rels" in book.NameToInfo:
+        for _, rel in iterparse(read_part(book, "xl/_rels/workbook.xml.rels", name)):
+            if rel.tag == REL + "Relationship" and rel.get("Type", "").endswith("/worksheet"):
+                target = rel.get("Target", "")
+                path = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+                targets[rel.get("Id")] = str(PurePosixPath(path))
+    sheets, epoch = [], datetime(1899, 12, 30)
+    for _, elem in iterparse(read_part(book, "xl/workbook.xml", name)):
+        if elem.tag == M + "workbookPr" and elem.get("date1904") in ("1", "true"):
+            epoch = datetime(1904, 1, 1)
+        if elem.tag == M + "sheet" and elem.get(R + "id") in targets:
+            sheets.append((elem.get("name", "?"), targets[elem.get(R + "id")]))
+    return sheets, epoch
+
+
+def _sheet(
+    book: zipfile.ZipFile,
+    name: str,
+    title: str,
+    part: str,
+    strings: SharedStrings,
+    dates: set[int],
+    epoch: datetime,
+) -> DataCard:
+    dimension, rows = _top(book, part, name, strings, dates, epoch)
+    if dimension is None:
+        dimension = (0, max((len(r) for r in rows), default=0), _last_row(book, part, name))
+    first, width, height = dimension
+    rows = [row[first:] for row in rows]
+    whole = len(rows) < SAMPLE_ROWS  # read to the end: what the sheet holds, whatever it says
+    if whole:
+        height = len(rows)
+    texts = [["" if v is None else str(v) for v in row] for row in rows[:50]]
+    header = has_header(texts) if height > 1 else bool(rows)
+    names = [str(v) if v not in (None, "") else f"column {j + 1}" for j, v in enumerate(rows[0])]
+    names = (names if header and rows else [])[:DETAIL]
+    names += [f"column {j + 1}" for j in range(len(names), min(width, DETAIL))]
+    profiles = [ColumnProfile(n, j < LABEL_COLUMNS) for j, n in enumerate(names)]
+    body = rows[1:] if header else rows
+    for j, profile in enumerate(profiles):
+        profile.add_values([row[j] if j < len(row) else None for row in body])
+    card = DataCard(f"{name} [{title}]", "xlsx", header=header, columns_total=width)
+    card.rows = max(0, height - (1 if header else 0))
+    card.columns = [p.card() for p in profiles]
+    card.profiled_rows, card.aggregates = len(body), aggregates(profiles)
+    card.profiled_from = "top"
+    if not whole:
+        card.notes.append("Rows and columns as the sheet records its size.")
+    return card
+
+
+def _top(
+    book: zipfile.ZipFile,
+    part: str,
+    name: str,
+    strings: SharedStrings,
+    dates: set[int],
+    epoch: datetime,
+) -> tuple[tuple[int, int, int] | None, list[list[Any]]]:
+    """The sheet's dimension (first column, columns, rows) if it records one, and its
+    first rows."""
+    dimension, rows = None, []
+    for event, elem in _events(book, part, name):
+        if event == "start" and elem.tag == M + "dimension":
+            dimension = _size(elem.get("ref", ""))
+        elif event == "end" and elem.tag == M + "row":
+            row: list[Any] = []
+            for cell in elem.iter(M + "c"):
+                at = split_ref(cell.get("r", "")) if cell.get("r") else None
+                column = at[0] if at else len(row)
+                if column < DETAIL:
+                    row += [None] * (column - len(row))
+                    row.append(cell_value(cell, strings, dates, epoch))
+            rows.append(row)
+            elem.clear()
+            if len(rows) >= SAMPLE_ROWS:
+                break
+    return dimension, rows
+
+
+def _events(book: zipfile.ZipFile, part: str, name: str) -> Iterator[tuple[str, Any]]:
+    return iterparse(read_part(book, part, name), ("start", "end"))
+
+
+def _size(ref: str) -> tuple[int, int, int] | None:
+    """(first column, columns, rows) of a range such as A1:D796."""
+    corners = [split_ref(p) for p in ref.split(":")]
+    if None in corners:
+        return None
+    (c1, r1), (c2, r2) = corners[0], corners[-1]  # type: ignore[misc]
+    return c1, c2 - c1 + 1, r2 - r1 + 1
+
+
+def _last_row(book: zipfile.ZipFile, part: str, name: str) -> int:
+    """The last row number, from the raw XML (for a sheet that does not record its size)."""
+    last, tail = 0, b""
+    with book.open(part) as raw:
+        while chunk := raw.read(1 << 20):
+            found = _ROW.findall(tail + chunk)
+            last = max([last, *map(int, found)])
+            tail = chunk[-256:]
+    return last
