@@ -6,7 +6,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # What the sandbox and the tests need from the system: isolation, interpreters, git.
 SYSTEM_PACKAGES := bubblewrap python3 python3-venv nodejs git procps util-linux
 # Nice to have inside the local sandbox for real analyses (not needed by the tests).
-SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy
+SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy python3-openpyxl
 
 .PHONY: run test lint bench system system-extras clean
 

@@ -118,7 +118,8 @@ async def test_hostile_files_and_messages(sandbox_root: Path, monkeypatch) -> No
         message = await h.slack.post_user_message(CHANNEL, "", files=files, mention=True)
         thread = message["ts"]
         await h.slack.wait_for(
-            lambda: h.texts(thread).count("Got ") + h.texts(thread).count("Skipped ") >= 7, 20
+            lambda: h.texts(thread).count(":inbox_tray:") + h.texts(thread).count("Skipped ") >= 7,
+            20,
         )
         texts = h.texts(thread)
         empty = await h.slack.post_user_message(CHANNEL, "", mention=True)
@@ -131,7 +132,7 @@ async def test_hostile_files_and_messages(sandbox_root: Path, monkeypatch) -> No
     assert "Skipped binary.csv: it is binary" in texts
     assert "Skipped bomb.csv: it is gzip-compressed" in texts
     assert "Skipped notes.json: it does not start like JSON" in texts
-    assert "Got wide.csv" in texts
+    assert "*wide.csv* · CSV · 1 row × 100,000 columns" in texts
     uploads = [p.name for p in sandbox_root.glob("lcl-*/work/uploads/*")]
     assert len(uploads) == 4 and all("/" not in u and "\x00" not in u for u in uploads)
 
@@ -220,7 +221,7 @@ async def test_a_refused_file_leaves_nothing_in_a_running_sandbox(
         big["size"] = 0
         good = h.slack.add_file("good.csv", b"a,b\n1,2\n")
         await h.slack.post_user_message(CHANNEL, "", thread_ts=thread, files=[big, good])
-        await h.wait_for_text(thread, "Got good.csv")
+        await h.wait_for_text(thread, "*good.csv* · CSV")
         texts = h.texts(thread)
     assert "Skipped big.csv: it is larger than" in texts
     uploads = sorted(p.name for p in sandbox_root.glob("lcl-*/work/uploads/*"))

@@ -32,7 +32,11 @@ async def test_mention_with_csv_answers_with_progress_and_report(
         calls = h.slack.method_counts()
 
     assert ("C0CHAN001", thread, "eyes") in h.slack.reactions
-    assert "Got population_2000_2010_2020.csv" in texts
+    # The file's data card replaces a plain "got it": its shape, columns and aggregate rows.
+    card = next(t for t in texts.splitlines() if "*population_2000_2010_2020.csv*" in t)
+    assert "CSV · 795 rows × 4 columns" in card
+    assert "`Country Name` text · `Country Code` text · `Year` integer · `Value` integer" in texts
+    assert "aggregate rows in `Country Name` (World" in texts
     for name, number in (
         ("India", "1,402,617,695"),
         ("China", "1,411,100,000"),

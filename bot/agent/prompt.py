@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.datacard import DataCard, cards_for_model
 from bot.sandbox.base import DATA_DIR, OUT_DIR, REPORT_PATH, UPLOADS_DIR, WORK_DIR
 
 ANALYST = f"""\
@@ -35,6 +36,10 @@ Markdown is fine; keep it readable in a chat message.
 """
 
 
+CARD_TOKENS = 600  # the most a file's card may take in the prompt
+CARDS_TOKENS = 2400  # all cards together: more files, shorter cards
+
+
 @dataclass(frozen=True)
 class DataFile:
     """A file the session took in, as the model is told about it."""
@@ -42,15 +47,22 @@ class DataFile:
     path: str
     size: int
     header: str  # the first line, for CSV-like files
+    cards: tuple[DataCard, ...] = ()  # what it holds (a workbook: one per sheet)
 
-    def describe(self) -> str:
-        line = f"- {self.path} ({self.size:,} bytes)"
-        return f"{line}\n  first line: {self.header[:300]}" if self.header else line
+    def describe(self, card_tokens: int = CARD_TOKENS) -> str:
+        lines = [f"- {self.path} ({self.size:,} bytes)"]
+        if self.header:
+            lines.append(f"  first line: {self.header[:300]}")
+        if self.cards:
+            card = cards_for_model(list(self.cards), card_tokens)
+            lines += ["  " + line for line in card.splitlines()]
+        return "\n".join(lines)
 
 
 def session_context(files: list[DataFile], repo_url: str | None, notes: list[str]) -> str:
-    parts = ["Files available:"]
-    parts += [f.describe() for f in files] or ["- none uploaded"]
+    parts = ["Files available, each with its data card (what it holds, profiled on intake):"]
+    budget = min(CARD_TOKENS, CARDS_TOKENS // max(1, len(files)))
+    parts += [f.describe(budget) for f in files] or ["- none uploaded"]
     if repo_url:
         parts.append(f"Repository {repo_url} is checked out at {DATA_DIR} (read-only).")
     parts += notes

@@ -73,10 +73,11 @@ def _headline(card: DataCard) -> str:
 
 
 def _shape(card: DataCard) -> str:
-    rows = "? rows" if card.rows is None else f"{card.rows:,} rows"
+    rows = "? rows" if card.rows is None else _rows(card.rows)
     if card.rows is not None and not card.rows_exact:
         rows = f"at least {rows}"
-    return f"{rows} × {card.columns_total:,} columns"
+    columns = "column" if card.columns_total == 1 else "columns"
+    return f"{rows} × {card.columns_total:,} {columns}"
 
 
 def _columns_intro(card: DataCard) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.agent.events import RunFinished
 from bot.agent.prompt import DataFile
+from bot.datacard import DataCard
 from bot.sessions.budget import Budgets
 from bot.sessions.events import (
     BudgetSpent,
@@ -93,11 +94,13 @@ class Engine:
     async def add_file(
         self, key: str, name: str, opener: FileOpener, source: dict[str, Any]
     ) -> DataFile:
-        """Take a file into the thread's sandbox; `source` says how to fetch it again."""
+        """Take a file into the thread's sandbox, with its data card; `source` says how to
+        fetch it again."""
         intake = await (await self.open(key)).add_file(name, opener)
         record = FileRecord(
             str(source.get("id", "")), name, intake.file.size, intake.sha256,
             intake.file.path, {**source, "header": intake.file.header},
+            [card.to_dict() for card in intake.file.cards],
         )  # fmt: skip
         await self._store.add_file(key, record)
         return intake.file
@@ -176,7 +179,8 @@ class Engine:
 
     def _intake(self, file: FileRecord) -> Intake:
         header = str(file.source.get("header", ""))
-        data = DataFile(path=file.sandbox_path, size=file.size, header=header)
+        cards = tuple(DataCard.from_dict(card) for card in file.cards)
+        data = DataFile(file.sandbox_path, file.size, header, cards)
         return Intake(file.name, data, self._opener_for(file.source), file.sha256)
 
     async def _sandbox_changed(self, key: str, sandbox_id: str | None) -> None:

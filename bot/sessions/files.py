@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.datacard import CardTap, DataCard
 from bot.errors import BotError
 
 HEADER_MAX_BYTES = 4096
@@ -36,9 +37,11 @@ def safe_name(name: str, taken: set[str]) -> str:
 
 @dataclass
 class Tap:
-    """Counts the bytes of a stream, keeps its first line and hashes it, without holding
-    the stream. Hashing happens off the event loop, a megabyte at a time."""
+    """Counts the bytes of a stream, keeps its first line, hashes it and (with `card`)
+    profiles it, without holding the stream. Hashing and profiling happen off the event
+    loop, side by side, a megabyte at a time."""
 
+    card: CardTap | None = None
     size: int = 0
     _head: bytearray = field(default_factory=bytearray)
     _digest: Any = field(default_factory=hashlib.sha256)
@@ -57,7 +60,16 @@ class Tap:
 
     async def _hash(self) -> None:
         data, self._pending = bytes(self._pending), bytearray()
-        await asyncio.to_thread(self._digest.update, data)  # releases the GIL when large
+        hashed = asyncio.to_thread(self._digest.update, data)  # releases the GIL when large
+        if self.card is None:
+            await hashed
+        else:
+            await asyncio.gather(hashed, self.card.take(data))
+
+    async def cards(self) -> tuple[DataCard, ...]:
+        """The stream's data card, once it has all passed (none if profiling failed)."""
+        card = await self.card.card() if self.card is not None else None
+        return (card,) if card is not None else ()
 
     @property
     def sha256(self) -> str:
@@ -82,15 +94,18 @@ class Spooled:
     size: int
     header: str
     sha256: str
+    cards: tuple[DataCard, ...] = ()
 
 
-async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
+async def spool(
+    chunks: AsyncIterator[bytes], directory: Path, card: CardTap | None = None
+) -> Spooled:
     """Stream `chunks` to a temporary file (never the whole file in memory), written off the
     event loop a megabyte at a time: one thread hand-off per small network chunk would cost
     more than the copy itself."""
     await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
     fd, name = await asyncio.to_thread(tempfile.mkstemp, dir=directory, suffix=".part")
-    path, tap, batch = Path(name), Tap(), bytearray()
+    path, tap, batch = Path(name), Tap(card), bytearray()
     try:
         with os.fdopen(fd, "wb") as handle:
             async for chunk in tap.through(chunks):
@@ -102,7 +117,7 @@ async def spool(chunks: AsyncIterator[bytes], directory: Path) -> Spooled:
     except BaseException:
         await asyncio.to_thread(path.unlink, missing_ok=True)
         raise
-    return Spooled(path, tap.size, tap.header, tap.sha256)
+    return Spooled(path, tap.size, tap.header, tap.sha256, await tap.cards())
 
 
 async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
@@ -131,8 +146,15 @@ MAGIC = {
 }
 
 
+BINARY_KINDS = {"Excel": b"PK\x03\x04", "Parquet": b"PAR1", "gzip": b"\x1f\x8b"}
+
+
 def sniff(head: bytes, kind: str) -> str | None:
-    """Why these first bytes are not `kind` text data, or None if they may be."""
+    """Why these first bytes are not `kind` data, or None if they may be. A binary kind
+    must start with its own signature; the intake checks the rest."""
+    if kind in BINARY_KINDS:
+        ok = head.startswith(BINARY_KINDS[kind])
+        return None if ok else f"it does not have the bytes of a {kind} file"
     for magic, what in MAGIC.items():
         if head.startswith(magic):
             return f"it is {what}, not plain {kind}"

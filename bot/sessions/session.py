@@ -18,6 +18,7 @@ from bot.agent.events import Reporter, RunFailed, RunFinished
 from bot.agent.loop import Agent
 from bot.agent.prompt import DataFile, session_context
 from bot.agent.tools import SandboxGetter
+from bot.datacard import CardTap
 from bot.errors import SandboxPathError
 from bot.sandbox.base import (
     OUT_DIR,
@@ -30,6 +31,7 @@ from bot.sandbox.base import (
 )
 from bot.sessions.events import Outputs
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
+from bot.sessions.intake import Prepared, card_spooled, prepare
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -90,7 +92,7 @@ class Session:
         self._sandbox_task.add_done_callback(self._report_sandbox)
         self._sandboxes_made += 1
         if self._sandboxes_made > 1:
-            self._uploads += [self._upload_later(i.file.path, i.opener()) for i in self.intakes]
+            self._uploads += [self._upload_later(i.file.path, _again(i)) for i in self.intakes]
             self._notes.append(self._fresh_sandbox_note())
 
     def adopt(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
@@ -136,35 +138,50 @@ class Session:
         return None if task.cancelled() or task.exception() else task.result()
 
     async def add_file(self, name: str, opener: FileOpener) -> Intake:
-        """Take a file in under a safe, unique name in the uploads folder.
+        """Take a file in under a safe, unique name in the uploads folder, carded on the way.
 
-        With the sandbox up, the file streams straight into it. While it is still booting,
-        the file is spooled to local disk first, so the model can be told about it (size,
-        first line) at once; it reaches the sandbox as soon as it can.
+        Its kind is told by its bytes (`intake.prepare`). Text data with the sandbox up
+        streams straight into it; while the sandbox boots, or for a workbook or Parquet file
+        (checked and carded whole), it is spooled to local disk first, so the model can be
+        told about it at once; it reaches the sandbox as soon as it can.
         """
-        taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
-        path = f"{UPLOADS_DIR}/{safe_name(name, taken)}"
         self.start()
-        ready = self.sandbox_id is not None and not self._uploads
-        intake = await (self._stream_in if ready else self._spool_in)(name, path, opener)
+        prepared = await prepare(name, opener())
+        taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
+        path = f"{UPLOADS_DIR}/{safe_name(prepared.name, taken)}"
+        ready = self.sandbox_id is not None and not self._uploads and not prepared.spooled
+        intake = await (self._stream_in if ready else self._spool_in)(prepared, path, opener)
         self.intakes.append(intake)
         return intake
 
-    async def _stream_in(self, name: str, path: str, opener: FileOpener) -> Intake:
-        tap, sandbox = Tap(), await self.sandbox()
+    async def _stream_in(self, prepared: Prepared, path: str, opener: FileOpener) -> Intake:
+        tap, sandbox = Tap(CardTap(_base(path), prepared.kind)), await self.sandbox()
         try:
-            await sandbox.upload(path, tap.through(opener()))
+            await sandbox.upload(path, tap.through(prepared.chunks))
         except BaseException:
             # A file refused or cut off part-way must not stay behind, half written.
             with contextlib.suppress(Exception):
                 await asyncio.shield(sandbox.run_code("bash", f"rm -f {shlex.quote(path)}", 30))
             raise
-        return Intake(name, DataFile(path, tap.size, tap.header), opener, tap.sha256)
+        data = DataFile(path, tap.size, tap.header, await tap.cards())
+        return Intake(prepared.name, data, opener, tap.sha256)
 
-    async def _spool_in(self, name: str, path: str, opener: FileOpener) -> Intake:
-        spooled = await spool(opener(), self._spool_dir)
+    async def _spool_in(self, prepared: Prepared, path: str, opener: FileOpener) -> Intake:
+        card = None if prepared.spooled else CardTap(_base(path), prepared.kind)
+        spooled = await spool(prepared.chunks, self._spool_dir, card)
+        cards, header = spooled.cards, spooled.header
+        if prepared.spooled:
+            try:  # checked whole before a byte of it reaches the sandbox
+                cards, header = (
+                    tuple(await card_spooled(prepared.kind, spooled.path, _base(path))),
+                    "",
+                )
+            except BaseException:
+                await asyncio.to_thread(spooled.path.unlink, missing_ok=True)
+                raise
         self._uploads.append(self._upload_later(path, read_spool(spooled), spooled))
-        return Intake(name, DataFile(path, spooled.size, spooled.header), opener, spooled.sha256)
+        data = DataFile(path, spooled.size, header, cards)
+        return Intake(prepared.name, data, opener, spooled.sha256)
 
     async def ask(
         self, question: str, reporter: Reporter, budget_usd: float | None = None
@@ -229,6 +246,18 @@ class Session:
             "fresh one. Anything you made earlier (variables, files in /buddy/work, "
             f"report.md, out/) is gone. The files given to you were taken in again: {names}."
         )
+
+
+def _base(path: str) -> str:
+    """The file's safe name in the sandbox: what its card calls it."""
+    return path.rsplit("/", 1)[-1]
+
+
+async def _again(intake: Intake) -> AsyncIterator[bytes]:
+    """A file's bytes fetched again for a fresh sandbox, unpacked as they were the first time."""
+    prepared = await prepare(intake.name, intake.opener())
+    async for chunk in prepared.chunks:
+        yield chunk
 
 
 async def save_outputs(files: Outputs, dest: Path) -> list[Path]:

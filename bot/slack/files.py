@@ -15,7 +15,17 @@ import aiohttp
 
 from bot.errors import BotError
 
-DATA_KINDS = {"csv": "CSV", "tsv": "TSV", "json": "JSON", "txt": "text"}
+DATA_KINDS = {
+    "csv": "CSV",
+    "tsv": "TSV",
+    "json": "JSON",
+    "jsonl": "JSON",
+    "txt": "text",
+    "xlsx": "Excel",
+    "parquet": "Parquet",
+    "gz": "gzip",
+    "gzip": "gzip",  # Slack's filetype for .gz
+}
 MAX_REDIRECTS = 3
 CHUNK = 1 << 16
 
@@ -25,7 +35,8 @@ class FileUnreadable(BotError):
 
 
 def data_kind(file: dict[str, Any]) -> str | None:
-    """'CSV', 'TSV', 'JSON' or 'text' for a data file, None for anything else."""
+    """The kind a data file claims to be by its name ('CSV', 'Excel', 'gzip', ...), None for
+    anything else. Its bytes must then agree (`sessions.files.checked`)."""
     name = str(file.get("name") or "")
     extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     filetype = str(file.get("filetype") or "").lower()

@@ -141,15 +141,15 @@ class SlackBot:
                     ref.channel, ref.ts, f":warning: Could not read {name} (ref {ref_id})."
                 )
                 continue
-            await self.poster.post(
-                ref.channel, ref.ts,
-                f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`",
-            )  # fmt: skip
+            await self.poster.post(ref.channel, ref.ts, intake_note(name, taken))
 
     async def _take_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
         kind = data_kind(file)
         if kind is None:
-            raise FileRejected(f"Skipped {name}: I take CSV, TSV, JSON and TXT files.")
+            raise FileRejected(
+                f"Skipped {name}: I take CSV, TSV, JSON, TXT, Excel (.xlsx), Parquet and "
+                "gzip'ed CSV files."
+            )
         if self.engine.file_count(ref.key) >= self.policy.max_files:
             raise FileRejected(
                 f"Skipped {name}: this thread already has {self.policy.max_files} files."
@@ -173,6 +173,15 @@ def safe_display(name: str) -> str:
     """A file name as it may appear in a message: no mrkdwn, control or direction marks."""
     shown = "".join(c for c in name if c.isprintable())  # drops controls and bidi marks
     return render.escape(shown.replace("`", "'"))[:120] or "file"
+
+
+def intake_note(name: str, taken: DataFile) -> str:
+    """The thread's note for a file taken in: its data card, or its size when it has none."""
+    if not taken.cards:
+        return f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`"
+    cards = "\n".join(card.for_slack() for card in taken.cards)
+    first, _, rest = cards.partition("\n")
+    return f":inbox_tray: {first} → `{taken.path}`" + (f"\n{rest}" if rest else "")
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:

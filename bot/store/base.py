@@ -6,7 +6,7 @@ implement it as well as the local SQLite one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 # active: has a sandbox. idle: its sandbox was destroyed after quiet time. closed: its
@@ -54,6 +54,7 @@ class FileRecord:
     sha256: str
     sandbox_path: str
     source: dict[str, Any]  # enough to fetch it again: the Slack file object
+    cards: list[dict[str, Any]] = field(default_factory=list)  # its data cards, as JSON
 
 
 @dataclass(frozen=True)

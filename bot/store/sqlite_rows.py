@@ -82,19 +82,33 @@ def load_history(conn: sqlite3.Connection, key: str) -> list[dict[str, Any]]:
 
 def add_file(conn: sqlite3.Connection, key: str, f: FileRecord) -> None:
     conn.execute(
-        "INSERT INTO files (key, slack_file_id, name, size, sha256, sandbox_path, source)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (key, f.slack_file_id, _text(f.name), f.size, f.sha256, f.sandbox_path, _json(f.source)),
+        "INSERT INTO files (key, slack_file_id, name, size, sha256, sandbox_path, source, cards)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            key,
+            f.slack_file_id,
+            _text(f.name),
+            f.size,
+            f.sha256,
+            f.sandbox_path,
+            _json(f.source),
+            _json(f.cards),
+        ),
     )
 
 
 def files(conn: sqlite3.Connection, key: str) -> list[FileRecord]:
     rows = conn.execute(
-        "SELECT slack_file_id, name, size, sha256, sandbox_path, source"
+        "SELECT slack_file_id, name, size, sha256, sandbox_path, source, cards"
         " FROM files WHERE key = ? ORDER BY id",
         (key,),
     )
-    return [FileRecord(**{**row, "source": json.loads(row["source"])}) for row in rows]
+    return [
+        FileRecord(
+            **{**row, "source": json.loads(row["source"]), "cards": json.loads(row["cards"])}
+        )
+        for row in rows
+    ]
 
 
 def start_run(

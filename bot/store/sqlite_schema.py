@@ -119,6 +119,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX queue_by_key ON queue (key, id);
     """,
+    # 5: each file's data cards (JSON), so a resumed session does not profile it again.
+    """
+    ALTER TABLE files ADD COLUMN cards TEXT NOT NULL DEFAULT '[]';
+    """,
 )
 
 

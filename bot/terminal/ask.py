@@ -71,6 +71,8 @@ async def _converse(
         source = {"path": str(path.resolve())}
         taken = await engine.add_file(key, path.name, local_file(source), source)
         print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
+        for card in taken.cards:
+            print("\n".join("    " + line for line in card.for_model(150).splitlines()))
     question, code, user = args.question, 0, KEY_PREFIX + getpass.getuser()
     while question:
         result = await (await engine.ask(key, question, user=user))

@@ -1,0 +1,78 @@
+"""What a file is, told by its bytes, and how it reaches the sandbox.
+
+Text data (CSV, TSV, JSON, JSON Lines) streams through, carded on the way. A gzip'ed file is
+unpacked as it streams (with a ratio and size cap) and saved unpacked. Workbooks and Parquet
+files are spooled first: their directory or footer is at the end, and they are checked (zip
+bombs, a Parquet file cut short) and carded from the spooled copy before any byte reaches the
+sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.datacard import CardError, DataCard, card_parquet, card_xlsx, detect, gunzip
+from bot.datacard.detect import HEAD_BYTES
+
+TEXT_KINDS = ("csv", "tsv", "json", "jsonl")
+SPOOLED_KINDS = ("xlsx", "parquet")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A file ready to take in: the name it is saved under, its kind, and its bytes."""
+
+    name: str
+    kind: str  # one of TEXT_KINDS or SPOOLED_KINDS
+    chunks: AsyncIterator[bytes]
+
+    @property
+    def spooled(self) -> bool:
+        return self.kind in SPOOLED_KINDS
+
+
+async def prepare(name: str, chunks: AsyncIterator[bytes]) -> Prepared:
+    """Tell the file's kind by its first bytes; a gzip'ed file is unpacked on the way and
+    loses its `.gz`. Raises CardError (a BotError saying why) for anything else."""
+    head, chunks = await peek(chunks, HEAD_BYTES)
+    kind = detect(head, None, name)
+    if kind != "gzip":
+        return Prepared(name, kind, chunks)
+    inner_name = name[:-3] if name.lower().endswith(".gz") else name
+    head, inner = await peek(gunzip(chunks, name), HEAD_BYTES)
+    inner_kind = detect(head, None, inner_name)
+    if inner_kind not in TEXT_KINDS:
+        raise CardError(f"Skipped {name}: it holds {inner_kind} data; send CSV or TSV in gzip.")
+    return Prepared(inner_name, inner_kind, inner)
+
+
+async def card_spooled(kind: str, path: Path, name: str) -> list[DataCard]:
+    """Check a spooled workbook or Parquet file and card it, off the event loop."""
+    if kind == "xlsx":
+        return await asyncio.to_thread(card_xlsx, path, name)
+    return [await asyncio.to_thread(card_parquet, path, name)]
+
+
+async def peek(chunks: AsyncIterator[bytes], size: int) -> tuple[bytes, AsyncIterator[bytes]]:
+    """The first `size` bytes (fewer if the stream is shorter), and the whole stream again."""
+    taken: list[bytes] = []
+    have = 0
+    async for chunk in chunks:
+        taken.append(chunk)
+        have += len(chunk)
+        if have >= size:
+            break
+    return b"".join(taken)[:size], _replay(taken, chunks, have >= size)
+
+
+async def _replay(
+    taken: list[bytes], rest: AsyncIterator[bytes], more: bool
+) -> AsyncIterator[bytes]:
+    for chunk in taken:
+        yield chunk
+    if more:
+        async for chunk in rest:
+            yield chunk
