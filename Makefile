@@ -43,6 +43,8 @@ bench: system $(BIN)/.installed
 	$(BIN)/python -m bench.kill_restart
 	$(BIN)/python -m bench.tokens
 	$(BIN)/python -m bench.file_intake
+	$(BIN)/python -m bench.datacard
+	$(BIN)/python -m bench.card_turns
 	$(BIN)/python -m bench.concurrency
 
 clean:
