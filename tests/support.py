@@ -103,13 +103,13 @@ async def file_chunks(path: Path, size: int = 64 * 1024) -> AsyncIterator[bytes]
 
 
 @contextmanager
-def model_in_thread(script: Callable) -> Iterator[FakeAnthropic]:
-    """The fake Messages API on an event loop of its own, for code that runs its own loop
-    (`bot.cli.main`)."""
+def in_thread(make: Callable[[], Any]) -> Iterator[Any]:
+    """A fake server (an async context manager) on an event loop of its own, for code that
+    runs its own loop (`bot.cli.main`); yields the entered server."""
     ready, state = threading.Event(), {}
 
     async def serve() -> None:
-        async with FakeAnthropic(script) as fake:
+        async with make() as fake:
             state.update(fake=fake, stop=asyncio.Event(), loop=asyncio.get_running_loop())
             ready.set()
             await state["stop"].wait()
@@ -122,3 +122,8 @@ def model_in_thread(script: Callable) -> Iterator[FakeAnthropic]:
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(10)
+
+
+def model_in_thread(script: Callable) -> Any:
+    """The fake Messages API on a loop of its own."""
+    return in_thread(lambda: FakeAnthropic(script))

@@ -3,9 +3,7 @@ Messages API, the code in a local sandbox or a (fake) Buddy sandbox."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from tests.support import (
     Recorder,
     buddy_settings,
     file_chunks,
+    in_thread,
     model_in_thread,
     runtime_on,
 )
@@ -155,22 +154,8 @@ def test_terminal_mode_on_the_local_sandbox(
 def test_terminal_mode_on_buddy(
     tmp_path: Path, sandbox_root: Path, model_server: str, monkeypatch, capsys
 ) -> None:
-    ready, state = threading.Event(), {}
-
-    async def serve() -> None:
-        async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
-            state.update(fake=fake, stop=asyncio.Event(), loop=asyncio.get_running_loop())
-            ready.set()
-            await state["stop"].wait()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
+    with in_thread(lambda: FakeBuddy(sandbox_root, boot_delay_s=0.05)) as fake:
         env = {"anthropic_api_key": "sk-ant-test-secret", "anthropic_base_url": model_server}
-        env.update({k: str(v) for k, v in buddy_settings(state["fake"].base_url).items()})
+        env.update({k: str(v) for k, v in buddy_settings(fake.base_url).items()})
         assert_terminal_output(run_terminal(tmp_path, monkeypatch, capsys, env), tmp_path)
-        assert not state["fake"].sandboxes and len(state["fake"].deleted) == 1
-    finally:
-        state["loop"].call_soon_threadsafe(state["stop"].set)
-        thread.join(10)
+        assert not fake.sandboxes and len(fake.deleted) == 1
