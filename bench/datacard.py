@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from bot.datacard import CardTap, Profiler
+from bot.datacard.render import for_model
 from bot.sessions.files import Tap, spool
 
 MB = 10**6
@@ -100,7 +101,7 @@ def profile_speed(csv: Csv) -> tuple[float, str]:
             batch, size = [], 0
     profiler.feed(b"".join(batch))
     card = profiler.finish()
-    return csv.size / MB / (time.perf_counter() - started), card.for_model()
+    return csv.size / MB / (time.perf_counter() - started), for_model(card)
 
 
 class SharedTap(Tap):

@@ -16,7 +16,7 @@ import pytest
 import bot.datacard.csvprof as csvprof
 from bot.datacard import DataCard, Profiler
 from bot.datacard.aggregates import is_aggregate
-from bot.datacard.render import cards_for_model
+from bot.datacard.render import cards_for_model, for_model, for_slack
 from bot.datacard.values import date_keys
 
 POPULATION = Path(__file__).parent / "data" / "population_2000_2010_2020.csv"
@@ -57,7 +57,7 @@ def test_population_aggregate_rows_are_named() -> None:
     assert card.aggregates.count == 144  # 48 groups (World, regions, income...) x 3 years
     assert card.aggregates.examples[0] == "World"
     assert "High income" in card.aggregates.examples
-    text = card.for_model()
+    text = for_model(card)
     assert "Aggregate rows: 144" in text and "World" in text
 
 
@@ -97,7 +97,7 @@ def test_ragged_rows_are_counted_and_located() -> None:
     m = card.malformed
     assert (m.ragged, m.blank, card.rows) == (2, 1, 5)
     assert [row for row, _ in m.first] == [3, 5]
-    assert "2 ragged" in card.for_model()
+    assert "2 ragged" in for_model(card)
 
 
 def test_utf8_bom_is_dropped_from_the_first_column() -> None:
@@ -236,15 +236,15 @@ def test_wide_file_counts_every_column_and_profiles_the_first() -> None:
     card = card_of(header + b"\n" + b"\n".join([row] * 5) + b"\n", step=65536)
     assert (card.rows, card.columns_total, len(card.columns)) == (5, width, csvprof.DETAIL)
     assert card.columns[3].type == "integer" and card.malformed.total == 0
-    text = card.for_model(600)
+    text = for_model(card, 600)
     assert len(text) <= 2400 and "more" in text
-    assert len(card.for_slack()) < 800
+    assert len(for_slack(card)) < 800
 
 
 def test_empty_file() -> None:
     card = card_of(b"")
     assert (card.rows, card.columns_total, card.columns) == (0, 0, [])
-    assert "0 rows" in card.for_model()
+    assert "0 rows" in for_model(card)
 
 
 def test_header_only_file() -> None:
@@ -298,18 +298,18 @@ def test_card_survives_a_json_round_trip() -> None:
     card = card_of(POPULATION.read_bytes(), "population.csv")
     again = DataCard.from_dict(json.loads(json.dumps(card.to_dict())))
     assert again == card
-    assert again.for_model() == card.for_model() and again.for_slack() == card.for_slack()
+    assert for_model(again) == for_model(card) and for_slack(again) == for_slack(card)
 
 
 def test_for_model_shrinks_to_its_budget() -> None:
     card = card_of(POPULATION.read_bytes(), "population.csv")
-    full, small = card.for_model(600), card.for_model(60)
+    full, small = for_model(card, 600), for_model(card, 60)
     assert "mean" in full and len(full) <= 2400
     assert len(small) <= 240 and "795 rows × 4 columns" in small
 
 
 def test_for_slack_names_the_file_columns_and_aggregates() -> None:
-    text = card_of(POPULATION.read_bytes(), "population.csv").for_slack()
+    text = for_slack(card_of(POPULATION.read_bytes(), "population.csv"))
     assert text.startswith("*population.csv* · CSV · 795 rows × 4 columns")
     assert "`Year` integer" in text and ":warning: 144 aggregate rows" in text
 
@@ -341,7 +341,7 @@ def test_a_gigabyte_streams_through_in_bounded_memory() -> None:
     assert card.rows == rows - 1 and card.rows > 30_000_000
     assert card.profiled_rows < 20_000 and card.sampled and peak < 64 << 20
     assert types(card) == {"id": "integer", "day": "date", "region": "text", "amount": "decimal"}
-    assert "profiled, spread through the file" in card.for_model()
+    assert "profiled, spread through the file" in for_model(card)
 
 
 def test_many_cards_share_one_budget() -> None:

@@ -18,6 +18,7 @@ import bot.datacard.zipcheck as zipcheck
 from bot.datacard import CardError
 from bot.datacard.detect import HEAD_BYTES, TAIL_BYTES, detect
 from bot.datacard.parquet import card_parquet
+from bot.datacard.render import for_model, for_slack
 from bot.datacard.xlsx import card_xlsx
 
 POPULATION = Path(__file__).parent / "data" / "population_2000_2010_2020.csv"
@@ -57,7 +58,7 @@ def test_xlsx_two_sheets(tmp_path: Path) -> None:
     assert [c.type for c in sales.columns] == ["date", "text", "decimal", "boolean"]
     assert (got["day"].low, got["day"].high) == ("2024-01-01", "2024-01-30")
     assert sales.aggregates is not None and sales.aggregates.examples == ["Total"]
-    assert "*book.xlsx [Sales]* · Excel sheet · 31 rows × 4 columns" in sales.for_slack()
+    assert "*book.xlsx [Sales]* · Excel sheet · 31 rows × 4 columns" in for_slack(sales)
 
 
 def _zip(entries: dict[str, bytes | str]) -> bytes:
@@ -155,7 +156,7 @@ def test_parquet_from_its_footer(tmp_path: Path) -> None:
     assert (got["year"].low, got["year"].high, got["year"].empty) == (2000, 2020, 1)
     assert (got["day"].low, got["day"].high) == ("2020-01-01", "2021-05-06")
     assert got["ts"].low == "2020-01-01 12:00:00"
-    assert "2 row groups" in card.notes[0] and "from the file's own statistics" in card.for_model()
+    assert "2 row groups" in card.notes[0] and "from the file's own statistics" in for_model(card)
     assert card_parquet(path.read_bytes(), "t.parquet") == card
 
 

@@ -9,6 +9,7 @@ import pytest
 import bot.datacard.csvprof as csvprof
 from bot.datacard import DataCard, Profiler
 from bot.datacard.profiler import guess_kind
+from bot.datacard.render import for_model
 
 
 def card_of(data: bytes, name: str = "f.json", step: int = 0, **kw: int) -> DataCard:
@@ -72,7 +73,7 @@ def test_json_array_of_records_streamed_in_any_chunking(document: object) -> Non
 
 def test_records_key_is_named() -> None:
     data = json.dumps({"data": RECORDS}).encode()
-    assert 'Rows are the elements of "data"' in card_of(data).for_model()
+    assert 'Rows are the elements of "data"' in for_model(card_of(data))
 
 
 def test_a_single_object_is_one_row() -> None:

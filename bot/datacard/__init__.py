@@ -6,7 +6,7 @@ from bot.datacard.detect import detect
 from bot.datacard.errors import CardError
 from bot.datacard.parquet import card_parquet
 from bot.datacard.profiler import Profiler
-from bot.datacard.render import cards_for_model
+from bot.datacard.render import cards_for_model, for_model, for_slack
 from bot.datacard.stream import CardTap, gunzip
 from bot.datacard.xlsx import card_xlsx
 
@@ -22,5 +22,7 @@ __all__ = [
     "card_xlsx",
     "cards_for_model",
     "detect",
+    "for_model",
+    "for_slack",
     "gunzip",
 ]

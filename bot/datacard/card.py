@@ -83,16 +83,6 @@ class DataCard:
     def sampled(self) -> bool:
         return self.rows is None or self.profiled_rows < self.rows
 
-    def for_model(self, max_tokens: int = 600) -> str:
-        from bot.datacard.render import for_model
-
-        return for_model(self, max_tokens)
-
-    def for_slack(self) -> str:
-        from bot.datacard.render import for_slack
-
-        return for_slack(self)
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

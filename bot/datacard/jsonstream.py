@@ -5,10 +5,25 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bot.datacard.jsonprof import JsonEngine
+
+class JsonEngine(Protocol):
+    """What these steps read and move: the engine in jsonprof that owns them."""
+
+    text: str
+    pos: int
+    state: str
+    stack: list[Any]
+    members: Any
+    array_key: str | None
+    batch: Any
+    count: int
+    json: Any
+    malformed: Any
+
+    def stop(self, *args: Any) -> Any: ...
+
 
 _SPACE = re.compile(r"[ \t\r\n]*")
 KEEP = 80  # characters kept of a string value of a top-level object with no array

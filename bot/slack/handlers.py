@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from bot.agent.prompt import DataFile
+from bot.datacard import for_slack
 from bot.errors import BotError
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileRejected, checked
@@ -179,7 +180,7 @@ def intake_note(name: str, taken: DataFile) -> str:
     """The thread's note for a file taken in: its data card, or its size when it has none."""
     if not taken.cards:
         return f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`"
-    cards = "\n".join(card.for_slack() for card in taken.cards)
+    cards = "\n".join(for_slack(card) for card in taken.cards)
     first, _, rest = cards.partition("\n")
     return f":inbox_tray: {first} → `{taken.path}`" + (f"\n{rest}" if rest else "")
 

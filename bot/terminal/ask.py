@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.agent.events import RunFinished
 from bot.compose import Runtime, build_store
+from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
@@ -72,7 +73,7 @@ async def _converse(
         taken = await engine.add_file(key, path.name, local_file(source), source)
         print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
         for card in taken.cards:
-            print("\n".join("    " + line for line in card.for_model(150).splitlines()))
+            print("\n".join("    " + line for line in for_model(card, 150).splitlines()))
     question, code, user = args.question, 0, KEY_PREFIX + getpass.getuser()
     while question:
         result = await (await engine.ask(key, question, user=user))
