@@ -109,7 +109,12 @@ async def serve(
         scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
-    view_for = views(poster, settings.max_cost_usd_per_run)
+
+    async def asker(run_id: str) -> str:
+        run = await store.get_run(run_id)
+        return run.user if run else ""
+
+    view_for = views(poster, settings.max_cost_usd_per_run, ui=settings.slack_ui, asker=asker)
     engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
     bot = SlackBot(engine, poster, files, policy=Policy.from_settings(settings))
     sweeper = runtime.orphan_sweeper(engine)
