@@ -3,8 +3,10 @@ message per run with a task per tool call and the answer, and the fallbacks."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from bot.store.sqlite import SqliteStore
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, running_bot
 from tests.test_slack_e2e import mention_with_csv
@@ -20,6 +22,20 @@ def streamed(h, thread: str) -> list:
     ]
 
 
+async def feedback_on(h, thread: str) -> list:
+    """The thread's recorded feedback, once there is some (or after 10 s)."""
+    store = SqliteStore(h.settings.store_path)
+    await store.open()
+    try:
+        for _ in range(100):
+            if ratings := await store.feedback(f"T0FAKE001:{CHANNEL}:{thread}"):
+                return ratings
+            await asyncio.sleep(0.1)
+        return []
+    finally:
+        await store.close()
+
+
 async def test_agent_mode_shows_status_then_one_streamed_message(
     backend: str, sandbox_root: Path, monkeypatch
 ) -> None:
@@ -30,6 +46,9 @@ async def test_agent_mode_shows_status_then_one_streamed_message(
         await h.wait_for_text(thread, "5 turns")
         texts = h.texts(thread)
         statuses = h.slack.status_history(CHANNEL, thread)
+        [answer] = streamed(h, thread)
+        await h.slack.click_button(answer, "feedback", user="U0HUMAN02", value="bad")
+        ratings = await feedback_on(h, thread)
         loading = [s.loading_messages for s in h.slack.statuses if s.status]
 
     assert statuses[0] == "is analyzing your data…" and statuses[-1] == ""
@@ -48,6 +67,7 @@ async def test_agent_mode_shows_status_then_one_streamed_message(
     stop_line = next(m for m in h.bot_messages(thread) if "Working on it" in str(m.history))
     assert "Done" in stop_line["text"] and "actions" not in str(stop_line["blocks"])
     assert "5 turns" in texts
+    assert [(r.user, r.value) for r in ratings] == [("U0HUMAN02", "bad")]
 
 
 async def test_stream_expiry_mid_answer_loses_no_text(sandbox_root: Path, monkeypatch) -> None:
