@@ -124,6 +124,8 @@ async def list_or_export(args: argparse.Namespace) -> int:
             return 1
         for call in await store.tool_calls(matches[0].key):
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
+        for rating in await store.feedback(matches[0].key):
+            print(json.dumps({"feedback": dataclasses.asdict(rating)}, ensure_ascii=False))
         return 0
     finally:
         await store.close()

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # agent: thread status and one streamed message per run; classic: a message per step
+    slack_ui: Literal["agent", "classic"] = "agent"
 
     # Read by the anthropic SDK itself too; kept here so secrets can be scrubbed and checked.
     anthropic_api_key: SecretStr | None = None

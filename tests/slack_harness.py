@@ -50,6 +50,8 @@ def _all_text(message: dict[str, Any]) -> str:
     for block in message.get("blocks") or []:
         parts.append(_text_of(block.get("text")))
         parts += [_text_of(e.get("text")) for e in block.get("elements") or []]
+        for task in block.get("tasks") or []:  # a streamed message's plan
+            parts += [str(task.get(k) or "") for k in ("title", "details", "output")]
     return "\n".join(parts)
 
 
@@ -92,7 +94,7 @@ async def fake_world(
             slack_edits_per_s=200,
             orphan_cleanup=False,
             store_path=root / "sessions.db",
-            **{**extra, **overrides},
+            **{"slack_ui": "classic", **extra, **overrides},  # agent tests ask for "agent"
         )
         yield Harness(slack, model, buddy, settings, root)
 

@@ -430,7 +430,7 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         conn = sqlite3.connect(path)
         assert schema_version(conn) == len(MIGRATIONS)
         assert tables(conn) == {
-            "sessions", "history", "files", "runs", "turns", "tool_calls", "queue",
+            "sessions", "history", "files", "runs", "turns", "tool_calls", "queue", "feedback",
             "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()

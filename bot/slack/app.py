@@ -23,7 +23,7 @@ from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
-from bot.slack.render import CONTINUE_ACTION, STOP_ACTION
+from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
 from bot.slack.view import views
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,12 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
         await ack()
         await bot.on_continue(action.get("value", ""), body.get("user", {}).get("id", ""))
 
+    @app.action(FEEDBACK_ACTION)
+    async def feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        user = body.get("user", {}).get("id", "")
+        await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), user)
+
     return app
 
 
@@ -109,9 +115,14 @@ async def serve(
         scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
-    view_for = views(poster, settings.max_cost_usd_per_run)
+
+    async def asker(run_id: str) -> str:
+        run = await store.get_run(run_id)
+        return run.user if run else ""
+
+    view_for = views(poster, settings.max_cost_usd_per_run, ui=settings.slack_ui, asker=asker)
     engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
-    bot = SlackBot(engine, poster, files, policy=Policy.from_settings(settings))
+    bot = SlackBot(engine, poster, files, policy=Policy.from_settings(settings), store=store)
     sweeper = runtime.orphan_sweeper(engine)
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from typing import Any
 
 from bot.agent.prompt import DataFile
@@ -20,6 +21,7 @@ from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.threads import Seen, ThreadRef
+from bot.store.base import Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,10 @@ class SlackBot:
         files: SlackFiles,
         *,
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
+        store: Store | None = None,
     ) -> None:
         self.engine = engine
+        self.store = store
         self.policy = policy
         self.poster = poster
         self.files = files
@@ -98,6 +102,16 @@ class SlackBot:
 
     async def on_stop(self, run_id: str, user: str) -> None:
         await self.engine.stop(run_id, user)
+
+    async def on_feedback(self, block_id: str, value: str, user: str) -> None:
+        """A click of an answer's feedback buttons, recorded against its run."""
+        run_id = block_id.removeprefix(render.FEEDBACK_BLOCK)
+        if self.store is None or not run_id or block_id == run_id:
+            return
+        try:
+            await self.store.add_feedback(run_id, user, value, time.time())
+        except StoreError as exc:
+            log.warning("could not record feedback on run %s: %s", run_id, exc)
 
     async def on_continue(self, key: str, user: str) -> None:
         """The Continue button: a further allowance for the thread, and the run goes on."""

@@ -66,6 +66,9 @@ class SlackPoster:
             lambda: TokenBucket(posts_per_s, burst=5)
         )
         self._edits = TokenBucket(edits_per_s, burst=10)
+        # appendStream is Tier 4 (100+ a minute), twice chat.update's Tier 3; startStream and
+        # stopStream are Tier 2 but come once per run.
+        self._appends = TokenBucket(edits_per_s * 2, burst=10)
         self._pending: dict[str, _Edit] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
 
@@ -111,6 +114,40 @@ class SlackPoster:
         """Attach files to a thread (files_upload_v2), their contents scrubbed."""
         clean = [{**f, "content": self.scrub.bytes(f["content"])} for f in files]
         await self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
+
+    async def set_status(
+        self, channel: str, thread_ts: str, status: str, loading: list[str] | None = None
+    ) -> None:
+        """The thread's status line ("is analyzing…"); "" clears it."""
+        await self.client.assistant_threads_setStatus(
+            channel_id=channel,
+            thread_ts=thread_ts,
+            status=self.scrub.text(status),
+            loading_messages=[self.scrub.text(m) for m in loading] if loading else None,
+        )
+
+    async def start_stream(
+        self, channel: str, thread_ts: str, recipient: tuple[str, str], chunks: list[dict]
+    ) -> str:
+        """Start a streamed reply in a thread, for (user, team); returns its ts."""
+        await self._posts[channel].take()
+        response = await self.client.chat_startStream(
+            channel=channel,
+            thread_ts=thread_ts,
+            recipient_user_id=recipient[0],
+            recipient_team_id=recipient[1],
+            chunks=self.scrub.data(chunks),
+            task_display_mode="plan",
+        )
+        return str(response["ts"])
+
+    async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
+        await self._appends.take()
+        await self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.scrub.data(chunks))
+
+    async def stop_stream(self, channel: str, ts: str, blocks: list[dict] | None) -> None:
+        await self._appends.take()
+        await self.client.chat_stopStream(channel=channel, ts=ts, blocks=self.scrub.data(blocks))
 
     async def _flush(self, ts: str) -> None:
         while edit := self._pending.pop(ts, None):

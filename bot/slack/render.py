@@ -121,3 +121,45 @@ def answer_messages(result: RunFinished, duration_s: float) -> list[tuple[str, l
             blocks.append(context(footer(result, duration_s)))
         messages.append((clip(part, 3000) or "Answer", blocks))
     return messages
+
+
+FEEDBACK_ACTION = "feedback"
+FEEDBACK_BLOCK = "feedback:"  # + the run id, so a click names the run it rates
+
+
+def feedback(run_id: str) -> dict[str, Any]:
+    """Slack's thumbs up/down under an answer (a context_actions block)."""
+
+    def button(label: str, value: str, said: str) -> dict[str, Any]:
+        text = {"type": "plain_text", "text": label}
+        return {"text": text, "value": value, "accessibility_label": said}
+
+    element = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION,
+        "positive_button": button("Good", "good", "Good answer"),
+        "negative_button": button("Bad", "bad", "Bad answer"),
+    }
+    return {"type": "context_actions", "block_id": FEEDBACK_BLOCK + run_id, "elements": [element]}
+
+
+def step_title(step: int, event: ToolCallStarted) -> str:
+    """A task's title: the step, its language and the code's first line."""
+    what = event.language or event.tool
+    first = next((line.strip() for line in event.code.splitlines() if line.strip()), "")
+    title = f"Step {step} · {what}" + (f": {first}" if first else "")
+    return title if len(title) <= 120 else title[:119] + "…"
+
+
+def task_started(step: int, event: ToolCallStarted) -> dict[str, Any]:
+    details = clip(event.code.rstrip(), CODE_MAX)
+    chunk = {"type": "task_update", "id": event.call_id, "title": step_title(step, event)}
+    return {**chunk, "status": "in_progress", **({"details": details} if details else {})}
+
+
+def task_finished(event: ToolCallFinished) -> dict[str, Any]:
+    ok = event.status in ("ok", "running")
+    chunk = {"type": "task_update", "id": event.call_id, "status": "complete" if ok else "error"}
+    output = clip(event.excerpt.rstrip(), EXCERPT_MAX)
+    facts = f"{event.status} · {event.duration_s:.1f}s"
+    return {**chunk, "output": f"{facts}\n{output}" if output else facts}

@@ -3,6 +3,9 @@ fresh one each time), drawing the run's progress, answer, files and notes."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
 from bot.agent.events import RunFinished
 from bot.sessions.events import (
     BudgetSpent,
@@ -17,6 +20,7 @@ from bot.sessions.events import (
     ViewFor,
 )
 from bot.slack import render
+from bot.slack.agent_view import AgentRun, AgentSupport
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
@@ -41,32 +45,52 @@ async def ignore(event: SessionEvent) -> None:
     """The view of a key that is not a Slack thread."""
 
 
-def views(poster: SlackPoster, continue_usd: float) -> ViewFor:
+Asker = Callable[[str], Awaitable[str]]  # run id -> who asked (a Slack user id, or "")
+
+
+async def nobody(run_id: str) -> str:
+    return ""
+
+
+def views(
+    poster: SlackPoster,
+    continue_usd: float,
+    *,
+    ui: Literal["agent", "classic"] = "classic",
+    asker: Asker = nobody,
+) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
-    `continue_usd`: what a Continue button adds."""
+    `continue_usd`: what a Continue button adds; `ui`: Slack's agent style (streamed
+    message, thread status) or the classic messages; `asker`: whom a stream is for."""
+    support = AgentSupport() if ui == "agent" else None
 
     def view_for(key: str) -> ThreadView:
         ref = ThreadRef.parse(key)
-        return SlackView(poster, ref, continue_usd) if ref else ignore
+        return SlackView(poster, ref, continue_usd, support, asker) if ref else ignore
 
     return view_for
 
 
 class SlackView:
-    def __init__(self, poster: SlackPoster, ref: ThreadRef, continue_usd: float) -> None:
+    def __init__(
+        self,
+        poster: SlackPoster,
+        ref: ThreadRef,
+        continue_usd: float,
+        support: AgentSupport | None = None,
+        asker: Asker = nobody,
+    ) -> None:
         self._poster = poster
         self._ref = ref
         self._continue_usd = continue_usd
-        self._progress: SlackProgress | None = None
+        self._support, self._asker = support, asker
+        self._progress: SlackProgress | AgentRun | None = None
         self._finished: RunFinished | None = None
 
     async def __call__(self, event: SessionEvent) -> None:
         match event:
             case RunStarted():
-                self._progress = SlackProgress(
-                    self._poster, self._ref.channel, self._ref.ts, event.run_id
-                )
-                await self._progress.begin()
+                self._progress = await self._begin(event.run_id)
             case OutputsReady():
                 await self._outputs(event.files)
             case RunStopped():
@@ -85,8 +109,19 @@ class SlackView:
             case _:
                 await self._run(event)
 
+    async def _begin(self, run_id: str) -> SlackProgress | AgentRun:
+        """The agent style where the workspace allows it, else the classic one."""
+        if self._support is not None and self._support.allowed(self._ref.team):
+            user = await self._asker(run_id)
+            run = AgentRun(self._poster, self._ref, run_id, user, self._support)
+            if await run.begin():
+                return run
+        progress = SlackProgress(self._poster, self._ref.channel, self._ref.ts, run_id)
+        await progress.begin()
+        return progress
+
     @property
-    def _run(self) -> SlackProgress:
+    def _run(self) -> SlackProgress | AgentRun:
         assert self._progress is not None, "run events come after RunStarted"
         return self._progress
 

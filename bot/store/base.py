@@ -86,6 +86,16 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class FeedbackRecord:
+    """One click of an answer's feedback buttons."""
+
+    run_id: str
+    user: str
+    value: str  # good | bad
+    at: float
+
+
+@dataclass(frozen=True)
 class Queued:
     """A question waiting for its thread's current run to end."""
 
@@ -174,6 +184,14 @@ class Store(Protocol):
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         """The session's tool calls in the order they were recorded."""
+        ...
+
+    async def add_feedback(self, run_id: str, user: str, value: str, at: float) -> None:
+        """Record what `user` thought of a run's answer."""
+        ...
+
+    async def feedback(self, key: str) -> list[FeedbackRecord]:
+        """The feedback on the session's runs, oldest first."""
         ...
 
     async def spent(

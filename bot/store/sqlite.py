@@ -16,6 +16,7 @@ from bot.store.base import (
     RUN_OUTCOMES,
     SESSION_STATES,
     SESSION_UPDATABLE,
+    FeedbackRecord,
     FileRecord,
     Queued,
     RunOutcome,
@@ -124,6 +125,12 @@ class SqliteStore:
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         return await self._read(rows.tool_calls, key)
+
+    async def add_feedback(self, run_id: str, user: str, value: str, at: float) -> None:
+        await self._write(rows.add_feedback, run_id, user, value, at)
+
+    async def feedback(self, key: str) -> list[FeedbackRecord]:
+        return await self._read(rows.feedback, key)
 
     async def spent(
         self, *, key: str | None = None, user: str | None = None, since: float = 0.0

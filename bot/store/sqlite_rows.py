@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bot.store.base import (
+    FeedbackRecord,
     FileRecord,
     NotFound,
     Queued,
@@ -256,3 +257,19 @@ def _text(s: str) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value)  # ASCII escapes: lone surrogates survive (see _text)
+
+
+def add_feedback(conn: sqlite3.Connection, run_id: str, user: str, value: str, at: float) -> None:
+    conn.execute(
+        "INSERT INTO feedback (run_id, user, value, at) VALUES (?, ?, ?, ?)",
+        (run_id, user, value, at),
+    )
+
+
+def feedback(conn: sqlite3.Connection, key: str) -> list[FeedbackRecord]:
+    rows = conn.execute(
+        "SELECT feedback.run_id, feedback.user, value, at FROM feedback"
+        " JOIN runs ON runs.run_id = feedback.run_id WHERE runs.key = ? ORDER BY feedback.id",
+        (key,),
+    )
+    return [FeedbackRecord(*row) for row in rows]

@@ -123,6 +123,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE files ADD COLUMN cards TEXT NOT NULL DEFAULT '[]';
     """,
+    # 6: what people thought of an answer (Slack's feedback buttons), against its run.
+    """
+    CREATE TABLE feedback (
+        id     INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        user   TEXT NOT NULL,
+        value  TEXT NOT NULL,      -- good | bad
+        at     REAL NOT NULL
+    );
+    CREATE INDEX feedback_by_run ON feedback (run_id);
+    """,
 )
 
 

@@ -46,6 +46,8 @@ from urllib.parse import quote
 from aiohttp import BodyPartReader, WSMsgType, web
 
 from tests.fakes.loopback import serve
+from tests.fakes.slack_ai import AssistantFeatures, StatusChange, Stream
+from tests.fakes.slack_common import Json, SlackError
 
 __all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
 
@@ -73,6 +75,11 @@ METHOD_SCOPES = {
     "files.getUploadURLExternal": "files:write",
     "files.completeUploadExternal": "files:write",
     "users.info": "users:read",
+    # chat:write in current docs (assistant:write until early 2026), §7.2 and §7.4
+    "assistant.threads.setStatus": "chat:write",
+    "chat.startStream": "chat:write",
+    "chat.appendStream": "chat:write",
+    "chat.stopStream": "chat:write",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
@@ -96,8 +103,6 @@ LOGIN_PAGE = (
     "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head>"
     "<body><h1>Sign in to fake-ws</h1><form action='/signin'></form></body></html>"
 )
-
-Json = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- records
@@ -170,15 +175,6 @@ class _Fault:
     status: int
     retry_after: int
     error: str
-
-
-class SlackError(Exception):
-    """Answered as ``{"ok": false, "error": error, **extra}`` with HTTP 200."""
-
-    def __init__(self, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.error = error
-        self.extra = extra
 
 
 # --------------------------------------------------------------------------- helpers
@@ -349,7 +345,7 @@ def _find_element(message: Json, action_id: str) -> tuple[str, Json]:
 # --------------------------------------------------------------------------- the fake
 
 
-class FakeSlack:
+class FakeSlack(AssistantFeatures):
     """A fake Slack workspace on 127.0.0.1; an async context manager."""
 
     def __init__(
@@ -363,6 +359,8 @@ class FakeSlack:
         scopes: Iterable[str] = DEFAULT_SCOPES,
         echo_bot_events: bool = False,
         connect_wait_s: float = 5.0,
+        stream_lifetime_s: float | None = None,
+        ai_refusal: str | None = None,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -375,6 +373,10 @@ class FakeSlack:
         # push message / message_changed / message_deleted events for the bot's own posts
         self.echo_bot_events = echo_bot_events
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
+        self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
+        self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
+        self.statuses: list[StatusChange] = []
+        self.streams: dict[str, Stream] = {}
 
         self.base_url = ""
         self.api_url = ""
@@ -414,6 +416,7 @@ class FakeSlack:
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "users.info": self._users_info,
+            **self._ai_methods(),
         }
 
     # -- lifecycle
@@ -767,6 +770,7 @@ class FakeSlack:
             if _flag(args.get("reply_broadcast")):
                 fields["subtype"] = "thread_broadcast"
         message = self._store(channel, fields)
+        self._clear_status(channel, fields.get("thread_ts"))
         self._echo(self._as_event(message, subtype=message.get("subtype")))
         return {"channel": channel, "ts": message["ts"], "message": copy.deepcopy(dict(message))}
 
@@ -938,6 +942,8 @@ class FakeSlack:
         }
 
     # -- method helpers
+
+    _checked_blocks = staticmethod(_checked_blocks)
 
     @staticmethod
     def _channel_arg(args: Json) -> str:

@@ -1,0 +1,144 @@
+"""The fake Slack's status and streaming methods, through the real slack_sdk client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.fakes.slack_api import FakeSlack
+
+CHANNEL = "C0CHAN001"
+TEAM = "T0FAKE001"
+HUMAN = "U0HUMAN01"
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack(stream_lifetime_s=0.5) as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(slack: FakeSlack) -> AsyncWebClient:
+    return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+
+
+async def thread(slack: FakeSlack) -> str:
+    return slack.add_user_message(CHANNEL, "hi")["ts"]
+
+
+async def error_of(call) -> str:
+    with pytest.raises(SlackApiError) as err:
+        await call
+    return str(err.value.response["error"])
+
+
+async def start(client: AsyncWebClient, ts: str, **extra) -> str:
+    response = await client.chat_startStream(
+        channel=CHANNEL, thread_ts=ts, recipient_user_id=HUMAN, recipient_team_id=TEAM, **extra
+    )
+    return str(response["ts"])
+
+
+async def test_status_is_recorded_and_cleared_by_a_reply(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    ts = await thread(slack)
+    await client.assistant_threads_setStatus(
+        channel_id=CHANNEL, thread_ts=ts, status="is analyzing…", loading_messages=["Step 1"]
+    )
+    assert slack.thread_status(CHANNEL, ts) == "is analyzing…"
+    assert slack.statuses[-1].loading_messages == ("Step 1",)
+    await client.chat_postMessage(channel=CHANNEL, thread_ts=ts, text="done")
+    assert slack.status_history(CHANNEL, ts) == ["is analyzing…", ""]
+    assert slack.statuses[-1].cleared_by_reply
+    eleven = [str(i) for i in range(11)]
+    assert (
+        await error_of(
+            client.assistant_threads_setStatus(
+                channel_id=CHANNEL, thread_ts=ts, status="x", loading_messages=eleven
+            )
+        )
+        == "invalid_arguments"
+    )
+    bad = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts="1.2", status="x")
+    assert await error_of(bad) == "invalid_thread_ts"
+
+
+async def test_stream_builds_one_message_with_tasks_text_and_blocks(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    ts = await thread(slack)
+    chunks = [
+        {"type": "plan_update", "title": "Plan"},
+        {"type": "task_update", "id": "t1", "title": "Load", "status": "in_progress"},
+    ]
+    stream_ts = await start(client, ts, chunks=chunks, task_display_mode="plan")
+    await client.chat_appendStream(
+        channel=CHANNEL,
+        ts=stream_ts,
+        chunks=[
+            {"type": "task_update", "id": "t1", "status": "complete", "output": "795 rows"},
+            {"type": "markdown_text", "text": "The answer"},
+        ],
+    )
+    await client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" is 42.")
+    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[feedback])
+    message = slack.find_message(CHANNEL, stream_ts)
+    assert message is not None and message["thread_ts"] == ts
+    assert message["text"] == "The answer is 42."
+    plan = message["blocks"][0]
+    assert plan["title"] == "Plan" and plan["tasks"][0]["status"] == "complete"
+    assert plan["tasks"][0]["title"] == "Load" and plan["tasks"][0]["output"] == "795 rows"
+    assert message["blocks"][-1]["type"] == "context_actions"
+    again = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text="more")
+    assert await error_of(again) == "message_not_in_streaming_state"
+
+
+async def test_stream_rules(slack: FakeSlack, client: AsyncWebClient) -> None:
+    ts = await thread(slack)
+    no_user = client.chat_startStream(channel=CHANNEL, thread_ts=ts, recipient_team_id=TEAM)
+    assert await error_of(no_user) == "missing_recipient_user_id"
+    no_team = client.chat_startStream(channel=CHANNEL, thread_ts=ts, recipient_user_id=HUMAN)
+    assert await error_of(no_team) == "missing_recipient_team_id"
+    bad_status = [{"type": "task_update", "id": "t", "title": "T", "status": "done"}]
+    assert await error_of(start(client, ts, chunks=bad_status)) == "invalid_chunks"
+    assert await error_of(start(client, ts, chunks=[{"type": "nope"}])) == "invalid_chunks"
+    stream_ts = await start(client, ts, markdown_text="a" * 12_000)
+    over = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text="b")
+    assert await error_of(over) == "msg_too_long"
+    too_long = start(client, ts, markdown_text="a" * 12_001)
+    assert await error_of(too_long) == "msg_too_long"
+
+
+async def test_stream_expires_after_its_lifetime(slack: FakeSlack, client: AsyncWebClient) -> None:
+    ts = await thread(slack)
+    stream_ts = await start(client, ts, markdown_text="first")
+    await asyncio.sleep(0.6)
+    late = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" second")
+    assert await error_of(late) == "message_not_in_streaming_state"
+    assert await error_of(client.chat_stopStream(channel=CHANNEL, ts=stream_ts)) == (
+        "message_not_in_streaming_state"
+    )
+    await client.chat_update(channel=CHANNEL, ts=stream_ts, text="first second")
+    assert slack.find_message(CHANNEL, stream_ts)["text"] == "first second"
+
+
+async def test_a_workspace_without_the_feature_refuses() -> None:
+    async with FakeSlack(ai_refusal="feature_not_enabled") as slack:
+        client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+        ts = await thread(slack)
+        assert await error_of(start(client, ts)) == "feature_not_enabled"
+        status = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts=ts, status="x")
+        assert await error_of(status) == "feature_not_enabled"
