@@ -28,14 +28,27 @@ class _Input(BaseModel):
 
 class RunCode(_Input):
     language: Literal["python", "bash", "node"] = Field(description="Interpreter to run the code.")
-    code: str = Field(min_length=1, description="The complete program to run.")
+    code: str = Field(
+        min_length=1,
+        description="Python: a cell for the session's kernel. bash, node: a complete program.",
+    )
     timeout_s: int | None = Field(
-        default=None, ge=1, description="Wall-clock limit in seconds (default and maximum apply)."
+        default=None,
+        ge=1,
+        description="Wall-clock limit in seconds (default and maximum apply). A Python cell "
+        "past it is interrupted and keeps the kernel's state; if it does not stop, the kernel "
+        "is restarted.",
     )
     detached: bool = Field(
         default=False,
         description="Start in the background and return a command_id at once; "
-        "poll it with check_command. For work that takes minutes.",
+        "poll it with check_command. For work that takes minutes. Runs as a process of its "
+        "own, outside the kernel.",
+    )
+    restart: bool = Field(
+        default=False,
+        description="Restart the Python kernel first: a clean state, with every variable "
+        "and import gone (files stay).",
     )
 
 
@@ -56,8 +69,12 @@ TOOLS: dict[str, tuple[type[_Input], str]] = {
     "run_code": (
         RunCode,
         "Run Python 3, bash or Node code in the sandbox, with /buddy/work as the working "
-        "folder. Files persist between calls; variables and processes do not. Returns the "
-        "status, exit code, stdout and stderr (long output is cut in the middle).",
+        "folder; files persist between calls. Python runs in the session's live kernel, as in "
+        "a notebook: variables, imports and loaded data stay between calls and between "
+        "questions, so build on earlier steps instead of reloading; the value of the last "
+        "expression is shown, and plt.show() (or a figure left open) saves a PNG to "
+        "/buddy/work/out/. bash and node start a fresh process each call. Returns the status, "
+        "exit code, stdout and stderr (long output is cut in the middle).",
     ),
     "read_file": (ReadFile, "Read a text file from the sandbox (long files are cut)."),
     "list_files": (ListFiles, "List a folder in the sandbox: names, kinds and sizes."),
@@ -142,6 +159,11 @@ class Toolbox:
 
     async def _dispatch(self, parsed: _Input) -> ToolOutcome:
         sandbox = await self._sandbox()
+        if isinstance(parsed, RunCode) and parsed.restart:
+            await sandbox.restart_kernel()
+            return _after_restart(
+                await self._dispatch(parsed.model_copy(update={"restart": False}))
+            )
         match parsed:
             case RunCode(detached=True):
                 command_id = await sandbox.start_command(parsed.language, parsed.code)
@@ -175,8 +197,10 @@ class Toolbox:
         head = f"status: {status}"
         if result.exit_code is not None:
             head += f"\nexit_code: {result.exit_code}"
-        if status == "timeout" and timeout_s is not None:
+        if status == "timeout" and timeout_s is not None and result.kernel is None:
             head += f"\nThe code ran past its {timeout_s:g} s limit and was killed."
+        if note := kernel_note(result, timeout_s):
+            head += f"\n{note}"
         head += f"\nduration_s: {result.duration_s:.2f}"
         half = self._output_chars // 2
         body = [head]
@@ -184,6 +208,8 @@ class Toolbox:
             text = clip(out.text, half)  # the sandbox already marked what it did not keep
             body.append(f"--- {label} ---\n{text}" if text else f"--- {label}: empty ---")
         shown = result.stderr.text if status not in ("ok", "running") else result.stdout.text
+        if result.kernel in ("died", "restarted"):
+            shown = f"{shown}\n{note}"  # progress displays say what happened to the kernel
         return ToolOutcome(
             content="\n".join(body),
             is_error=status not in ("ok", "running"),
@@ -208,6 +234,39 @@ class Toolbox:
                 f"\n[… longer than {READ_FILE_MAX_BYTES:,} bytes; read the rest with run_code …]"
             )
         return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
+
+
+def kernel_note(result: ExecResult, timeout_s: float | None) -> str:
+    """What the model must know about the Python kernel after this cell ("" if nothing)."""
+    limit = f"its {timeout_s:g} s limit" if timeout_s is not None else "its time limit"
+    kept = f"files in {WORK_DIR} are kept"
+    match result.kernel:
+        case "fresh":
+            return (
+                "Note: this ran in a fresh Python kernel; variables and imports from earlier "
+                f"calls are gone ({kept})."
+            )
+        case "interrupted":
+            return (
+                f"The cell ran past {limit} and was interrupted (KeyboardInterrupt): "
+                "interrupted, state kept. Variables set before the interrupt are still there."
+            )
+        case "restarted":
+            return (
+                f"The cell ran past {limit} and did not stop when interrupted, so the kernel "
+                f"was killed: kernel restarted, variables gone, {kept}."
+            )
+        case "died":
+            return (
+                f"The Python kernel died ({result.kernel_note}): its variables are gone, {kept}. "
+                "The next Python call starts a fresh kernel."
+            )
+    return ""
+
+
+def _after_restart(outcome: ToolOutcome) -> ToolOutcome:
+    note = "The Python kernel was restarted as asked: no variables from earlier calls.\n"
+    return replace(outcome, content=note + outcome.content)
 
 
 def _invalid(message: str) -> ToolOutcome:
