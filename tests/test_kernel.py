@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxProvider, Sand
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.local import LocalProvider
 from tests.fakes.buddy_api import FakeBuddy
+from tests.support import matplotlib_in_sandbox
 
 LOOP_IGNORING_INTERRUPTS = (
     "import time\n"
@@ -65,11 +65,6 @@ async def sandbox(backend: str, sandbox_root: Path) -> AsyncIterator[Sandbox]:
 
 async def python(sandbox: Sandbox, code: str, timeout_s: float = 20) -> ExecResult:
     return await sandbox.run_code("python", code, timeout_s)
-
-
-def matplotlib_in_sandbox() -> bool:
-    found = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], capture_output=True)
-    return found.returncode == 0
 
 
 # -- state --

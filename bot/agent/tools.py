@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.clip import clip, last_lines
+from bot.agent.kernel_notes import RESTARTED_AS_ASKED, kernel_note
 from bot.errors import BotError
 from bot.sandbox.base import WORK_DIR, ExecResult, Sandbox
 from bot.scrub import NO_SECRETS, Scrubber
@@ -236,37 +237,8 @@ class Toolbox:
         return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
 
 
-def kernel_note(result: ExecResult, timeout_s: float | None) -> str:
-    """What the model must know about the Python kernel after this cell ("" if nothing)."""
-    limit = f"its {timeout_s:g} s limit" if timeout_s is not None else "its time limit"
-    kept = f"files in {WORK_DIR} are kept"
-    match result.kernel:
-        case "fresh":
-            return (
-                "Note: this ran in a fresh Python kernel; variables and imports from earlier "
-                f"calls are gone ({kept})."
-            )
-        case "interrupted":
-            return (
-                f"The cell ran past {limit} and was interrupted (KeyboardInterrupt): "
-                "interrupted, state kept. Variables set before the interrupt are still there."
-            )
-        case "restarted":
-            return (
-                f"The cell ran past {limit} and did not stop when interrupted, so the kernel "
-                f"was killed: kernel restarted, variables gone, {kept}."
-            )
-        case "died":
-            return (
-                f"The Python kernel died ({result.kernel_note}): its variables are gone, {kept}. "
-                "The next Python call starts a fresh kernel."
-            )
-    return ""
-
-
 def _after_restart(outcome: ToolOutcome) -> ToolOutcome:
-    note = "The Python kernel was restarted as asked: no variables from earlier calls.\n"
-    return replace(outcome, content=note + outcome.content)
+    return replace(outcome, content=f"{RESTARTED_AS_ASKED}\n{outcome.content}")
 
 
 def _invalid(message: str) -> ToolOutcome:
