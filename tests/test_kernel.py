@@ -244,3 +244,32 @@ async def test_without_the_kernel_python_is_a_process_per_call(
             await made.destroy()
     assert (after.status, after.kernel) == ("error", None)
     assert "NameError" in after.stderr.text
+
+
+async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Path) -> None:
+    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+        config = BuddyConfig(
+            token=fake.token, workspace=fake.workspace, project=fake.project, api_url=fake.base_url
+        )
+        provider = BuddyProvider(config)
+        try:
+            made = await provider.create(SandboxSpec(session_key="contract"))
+            mark = len(fake.requests)
+            await python(made, "a = 1")
+            first = fake.requests[mark:]
+            mark = len(fake.requests)
+            await python(made, "a")
+            second = fake.requests[mark:]
+            await made.destroy()
+        finally:
+            await provider.close()
+    # The first cell starts the kernel (a command left running), then runs as a command.
+    posts = [r for r in first if r.method == "POST"]
+    assert len(posts) == 2 and "sci_kernel.py" in posts[0].json["command"]
+    # A warm cell: one POST and its followed log, whose end says the cell is done.
+    assert [(r.method, r.path.split("/")[-1]) for r in second] == [
+        ("POST", "commands"),
+        ("GET", "logs"),
+    ]
+    assert second[1].query == {"follow": "true"}
+    assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
