@@ -78,7 +78,8 @@ class LocalSandbox:
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
-        if language == "python" and self._kernel and self._programs.interpreter("python"):
+        python = self._programs.interpreter("python") if language == "python" else None
+        if python is not None and self._kernel is not None:
             self._check_alive()
             return await self._kernel.run(code, timeout_s)
         run = await self._start(language, code, timeout_s)
