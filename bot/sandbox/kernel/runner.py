@@ -108,8 +108,9 @@ class KernelRunner:
             self._stale = stop == "restarted"
             return output.result("timeout", None, took, stop)
         if output.done is not None:
-            code_ = output.exit_code
-            return output.result("ok" if code_ == 0 else "error", code_, took, self._event)
+            exit_code = output.exit_code
+            status = "ok" if exit_code == 0 else "error"
+            return output.result(status, exit_code, took, self._event)
         ended = await self._ended(process)
         if output.started:
             self._stale = True
@@ -163,7 +164,7 @@ class KernelRunner:
             log.info("a kernel cell did not stop when interrupted: %r", exc)
         if output.done is not None:
             return "interrupted"
-        await self._drop()
+        await self._drop(process)
         self._stale = True  # said in this cell's result, unless the call was cancelled
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -178,11 +179,15 @@ class KernelRunner:
             raise
         except BotError as exc:
             ended = KernelExit(None, str(exc))
-        await self._drop()
+        await self._drop(process)
         return ended
 
-    async def _drop(self) -> None:
-        process, self._process = self._process, None
+    async def _drop(self, process: KernelProcess | None = None) -> None:
+        """Kill `process` (the current kernel by default); forget it if it is current. A
+        clean-up left running by a second cancellation must not kill a newer kernel."""
+        process = process or self._process
+        if process is self._process:
+            self._process = None
         if process is not None:
             try:
                 await process.kill()
