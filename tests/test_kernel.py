@@ -273,3 +273,24 @@ async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Pat
     ]
     assert second[1].query == {"follow": "true"}
     assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
+
+
+async def test_buddy_cells_survive_5xx_on_their_logs(sandbox_root: Path) -> None:
+    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+        config = BuddyConfig(
+            token=fake.token,
+            workspace=fake.workspace,
+            project=fake.project,
+            api_url=fake.base_url,
+            retry_base_delay_s=0.01,
+        )
+        provider = BuddyProvider(config)
+        try:
+            made = await provider.create(SandboxSpec(session_key="faults"))
+            await python(made, "a = 1")
+            fake.fail_next(3, method="GET", path=r"/logs$", status=502)
+            result = await python(made, "print(a + 1)")
+            await made.destroy()
+        finally:
+            await provider.close()
+    assert (result.status, result.stdout.text, result.kernel) == ("ok", "2\n", "kept")
