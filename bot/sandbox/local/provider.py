@@ -2,8 +2,9 @@
 
 A sandbox is a host folder (see `folders`) whose `work/` and `data/` are mounted at
 /buddy/work and /buddy/data. Files persist between calls; processes do not, except
-detached commands. Each call starts its own isolated, rlimited container (`bwrap`); the
-optional repository is checked out by `git`.
+detached commands and the Python kernel. Each bash or Node call starts its own isolated,
+rlimited container (`bwrap`), Python cells go to the kernel's; the optional repository is
+checked out by `git`.
 """
 
 from __future__ import annotations
