@@ -94,21 +94,30 @@ class Kernel:
             raise KeyboardInterrupt
 
 
-def read_requests(fd: int, folder: str | None, kernel: Kernel) -> None:
+def serve_io(fd: int, folder: str | None, kernel: Kernel) -> None:
+    """The kernel's one I/O thread: requests, and the output of fds 1 and 2. (Threads count
+    against the sandbox's process limit, shared by every sandbox.)"""
+    streams = {stream.read_fd: stream for stream in kernel.streams}
     pending = b""
     while True:
-        if folder is not None and not select.select([fd], [], [], WATCH_S)[0]:
-            if not os.path.isdir(folder):
-                os._exit(0)  # a newer kernel has taken over
-            continue
-        data = os.read(fd, 65536)
-        if not data:
-            kernel.requests.put(None)
-            return
-        pending += data
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            kernel.take(line)
+        ready = select.select([fd, *streams], [], [], WATCH_S if folder else None)[0]
+        if not ready and folder is not None and not os.path.isdir(folder):
+            os._exit(0)  # a newer kernel has taken over
+        for source in ready:
+            data = os.read(source, 65536)
+            if source in streams:
+                if data:
+                    streams[source].feed(data)
+                else:  # the cell closed the fd for good
+                    del streams[source]
+            elif not data:
+                kernel.requests.put(None)  # the bot has closed the channel
+                return
+            else:
+                pending += data
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    kernel.take(line)
 
 
 def _fifo_channel(folder: str) -> int:
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv = [""]
     sys.path[0] = ""  # as in a notebook: modules in the working folder can be imported
     kernel = Kernel(args, frames, streams)
-    threading.Thread(target=read_requests, args=(requests, args.fifo, kernel), daemon=True).start()
+    threading.Thread(target=serve_io, args=(requests, args.fifo, kernel), daemon=True).start()
     kernel.serve()
 
 

@@ -91,17 +91,18 @@ class Capped:
 
 
 class Stream:
-    """fd 1 or 2, turned into a pipe that a thread reads; output between cells is dropped."""
+    """fd 1 or 2, turned into a pipe whose reader (the kernel's I/O thread) calls `feed`;
+    output between cells is dropped."""
 
     def __init__(self, fd: int, kind: str, frames: Frames) -> None:
-        read, write = os.pipe()
+        self.read_fd, write = os.pipe()
         os.dup2(write, fd)
         os.close(write)
         self.fd, self.kind, self.frames = fd, kind, frames
         self.sink: Capped | None = None
         self.lock = threading.Lock()
         self.synced = threading.Event()
-        threading.Thread(target=self._pump, args=(read,), daemon=True).start()
+        self.carry = b""  # the start of a SYNC marker cut by a read
 
     def attach(self, limit: int) -> None:
         def send(data: bytes) -> None:
@@ -124,20 +125,16 @@ class Stream:
             return
         self.synced.wait(SYNC_WAIT_S)
 
-    def _pump(self, read: int) -> None:
-        carry = b""
-        while True:
-            data = os.read(read, 65536)
-            if not data:
-                return
-            data = carry + data
-            while (index := data.find(SYNC)) >= 0:
-                self._forward(data[:index])
-                data = data[index + len(SYNC) :]
-                self.synced.set()
-            keep = next((n for n in range(len(SYNC) - 1, 0, -1) if data.endswith(SYNC[:n])), 0)
-            self._forward(data[: len(data) - keep])
-            carry = data[len(data) - keep :]
+    def feed(self, data: bytes) -> None:
+        """Bytes read from the pipe; a SYNC marker among them says the fd is drained."""
+        data = self.carry + data
+        while (index := data.find(SYNC)) >= 0:
+            self._forward(data[:index])
+            data = data[index + len(SYNC) :]
+            self.synced.set()
+        keep = next((n for n in range(len(SYNC) - 1, 0, -1) if data.endswith(SYNC[:n])), 0)
+        self._forward(data[: len(data) - keep])
+        self.carry = data[len(data) - keep :]
 
     def _forward(self, data: bytes) -> None:
         if data:
