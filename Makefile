@@ -7,8 +7,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := bubblewrap python3 python3-venv nodejs git procps util-linux
 # Nice to have inside the local sandbox for real analyses (not needed by the tests).
 SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy python3-openpyxl
+# For the tests of charts saved by the Python kernel.
+TEST_EXTRAS := python3-matplotlib
 
-.PHONY: run test lint bench system system-extras clean
+.PHONY: run test lint bench system system-extras test-extras clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,17 +29,22 @@ system-extras:
 	@dpkg -s $(SANDBOX_EXTRAS) >/dev/null 2>&1 || \
 		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SANDBOX_EXTRAS))
 
+test-extras:
+	@dpkg -s $(TEST_EXTRAS) >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(TEST_EXTRAS))
+
 # Usage: make run ARGS='ask --csv data.csv "question"'
 run: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bot $(ARGS)
 
-test: system $(BIN)/.installed
+test: system test-extras $(BIN)/.installed
 	$(BIN)/ruff check bot tests bench
 	$(BIN)/ruff format --check bot tests bench
 	$(BIN)/pytest -q
 
-bench: system $(BIN)/.installed
+bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip
+	$(BIN)/python -m bench.kernel
 	$(BIN)/python -m bench.buddy_run_code
 	$(BIN)/python -m bench.slack_latency
 	$(BIN)/python -m bench.kill_restart

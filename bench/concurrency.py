@@ -113,6 +113,9 @@ class SleepySandbox:
         self._timings.append((self._key, started, ended))
         return ExecResult("ok", 0, Output("ok\n"), Output(""), ended - started)
 
+    async def restart_kernel(self) -> None:
+        pass
+
     async def start_command(self, language: Language, code: str) -> str:
         raise SandboxError("detached commands are not part of this benchmark")
 

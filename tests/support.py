@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -69,6 +70,12 @@ async def runtime_on(
         finally:
             await runtime.close()
         assert not fake.sandboxes, "a Buddy sandbox was left behind"
+
+
+def matplotlib_in_sandbox() -> bool:
+    """Whether the sandbox's python3 (the system's) has matplotlib, which charts need."""
+    found = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], capture_output=True)
+    return found.returncode == 0
 
 
 class Recorder:

@@ -170,8 +170,8 @@ async def test_create_polls_until_setup_succeeded_and_running(
 
 async def test_run_code_requests(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
     mark = len(fake.requests)
-    code = "import sys\nprint('hello')\nsys.exit('boom')"
-    result = await sandbox.run_code("python", code, 10)
+    code = "echo hello\necho boom >&2\nexit 1"
+    result = await sandbox.run_code("bash", code, 10)
     assert (result.status, result.exit_code) == ("error", 1)
     assert (result.stdout.text, result.stderr.text) == ("hello\n", "boom\n")
     (command_id,) = fake.sandboxes[sandbox.id].commands
@@ -472,7 +472,7 @@ async def test_the_command_post_is_never_resent(fake: FakeBuddy, fault: dict[str
         sandbox = await provider.create(SandboxSpec("s1"))
         fake.fail_next(1, method="POST", path=r"/commands$", **fault)
         with pytest.raises(SandboxError, match=r"^the command may or may not have run: "):
-            await sandbox.run_code("python", "print(1)", 10)
+            await sandbox.run_code("bash", "echo 1", 10)
     assert len(fake.requests_to("POST", r"/commands$")) == 1
     ran = 1 if fault.get("after") else 0
     assert len(fake.sandboxes[sandbox.id].commands) == ran  # once at most

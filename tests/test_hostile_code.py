@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from bot.agent.events import RunFinished
+from bot.compose import Runtime
+from bot.sandbox.local import LocalProvider
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
-from tests.support import Recorder, runtime_for
+from tests.support import Recorder, settings_for
 
 SECRET = "sk-ant-test-secret"
 BOT_SOURCE = str(Path(__file__).resolve().parents[1] / "bot" / "settings.py")
@@ -51,10 +53,15 @@ def secret_in_env(monkeypatch):
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test-secret")
 
 
-async def test_hostile_snippets_are_contained(sandbox_root: Path, secret_in_env) -> None:
+@pytest.mark.parametrize("python_kernel", [True, False], ids=["kernel", "process"])
+async def test_hostile_snippets_are_contained(
+    sandbox_root: Path, secret_in_env, python_kernel: bool
+) -> None:
     recorder = Recorder()
     async with FakeAnthropic(hostile_script) as fake:
-        runtime = runtime_for(fake.base_url, sandbox_root, max_turns=20)
+        settings = settings_for(fake.base_url, sandbox_root, max_turns=20)
+        provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
+        runtime = Runtime.from_settings(settings, provider)
         session = runtime.sessions.new("hostile")
         try:
             result = await session.ask("try to escape", recorder)
@@ -75,6 +82,7 @@ async def test_hostile_snippets_are_contained(sandbox_root: Path, secret_in_env)
     assert outcomes["flood"].status == "ok"
     assert outcomes["sleep"].status == "timeout" and outcomes["sleep"].duration_s < 10
     assert after.status == "ok" and after.stdout.text.strip() == "still fine"
+    assert after.kernel == ("kept" if python_kernel else None)  # the kernel lived through it
 
     # What the model saw: nothing secret, no host home, no bot source.
     sent = "\n".join(json.dumps(r.body) for r in fake.requests)

@@ -199,7 +199,7 @@ async def test_output_cap_keeps_head_and_tail(sandbox_root: Path) -> None:
     code = (
         "import sys\n"
         "sys.stdout.write('HEAD' + 'x' * (5_000_000 - 8) + 'TAIL')\n"
-        "sys.stderr.write('e' * 10)\n"
+        "sys.stderr.write('e' * 10);\n"  # the semicolon: no display of the last value
     )
     try:
         result = await sandbox.run_code("python", code, timeout_s=20)
@@ -215,9 +215,10 @@ async def test_output_cap_keeps_head_and_tail(sandbox_root: Path) -> None:
 
 
 async def test_runs_in_parallel(local_sandbox: LocalSandbox) -> None:
-    codes = [f"import time; time.sleep(0.5); print({i})" for i in range(4)]
+    # bash snippets are processes of their own (Python cells share the kernel, one at a time)
+    codes = [f"sleep 0.5; echo {i}" for i in range(4)]
     started = asyncio.get_running_loop().time()
-    results = await asyncio.gather(*(local_sandbox.run_code("python", c, 10) for c in codes))
+    results = await asyncio.gather(*(local_sandbox.run_code("bash", c, 10) for c in codes))
     assert [r.stdout.text for r in results] == ["0\n", "1\n", "2\n", "3\n"]
     assert asyncio.get_running_loop().time() - started < 2.5
 

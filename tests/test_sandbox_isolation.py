@@ -1,4 +1,6 @@
-"""Hostile snippets against the local sandbox: each is contained, and the next call works."""
+"""Hostile snippets against the local sandbox: each is contained, and the next call works.
+Tests marked BOTH_PYTHONS run Python both in the sandbox's kernel and as a process per call.
+"""
 
 from __future__ import annotations
 
@@ -18,16 +20,36 @@ from bot.sandbox.local import LocalProvider, LocalSandbox
 
 SECRET = "sk-test-secret"
 MakeSandbox = Callable[..., Awaitable[LocalSandbox]]
+BOTH_PYTHONS = pytest.mark.parametrize("python_kernel", [True, False], ids=["kernel", "process"])
 
 
 @pytest.fixture
-async def make_sandbox(sandbox_root: Path) -> AsyncIterator[MakeSandbox]:
+def python_kernel() -> bool:
+    """Whether Python runs in the kernel (the default); BOTH_PYTHONS tries both ways."""
+    return True
+
+
+@pytest.fixture
+async def local_sandbox(sandbox_root: Path, python_kernel: bool) -> AsyncIterator[LocalSandbox]:
+    provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
+    sandbox = await provider.create(SandboxSpec(session_key="hostile"))
+    yield sandbox
+    await sandbox.destroy()
+    await provider.close()
+
+
+@pytest.fixture
+async def make_sandbox(sandbox_root: Path, python_kernel: bool) -> AsyncIterator[MakeSandbox]:
     """Sandboxes from a provider with the given limits; all destroyed afterwards."""
     providers: list[LocalProvider] = []
     sandboxes: list[LocalSandbox] = []
 
     async def make(**limits: object) -> LocalSandbox:
-        provider = LocalProvider(sandbox_root, Limits(**limits))  # type: ignore[arg-type]
+        provider = LocalProvider(
+            sandbox_root,
+            Limits(**limits),  # type: ignore[arg-type]
+            python_kernel=python_kernel,
+        )
         providers.append(provider)
         sandboxes.append(await provider.create(SandboxSpec(session_key="hostile")))
         return sandboxes[-1]
@@ -61,12 +83,13 @@ def host_processes_with(token: str) -> list[str]:
     return found
 
 
+@BOTH_PYTHONS
 async def test_bot_environment_is_invisible(
-    monkeypatch: pytest.MonkeyPatch, sandbox_root: Path
+    monkeypatch: pytest.MonkeyPatch, sandbox_root: Path, python_kernel: bool
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-" + SECRET)
-    provider = LocalProvider(sandbox_root)
+    provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     code = (
         "import os, glob\n"
@@ -88,6 +111,7 @@ async def test_bot_environment_is_invisible(
         await sandbox.destroy()
 
 
+@BOTH_PYTHONS
 @pytest.mark.parametrize(
     "path",
     [
@@ -141,6 +165,7 @@ async def test_tmp_is_writable_but_private_and_fresh(local_sandbox: LocalSandbox
     assert second.status == "error"  # a new /tmp for every call
 
 
+@BOTH_PYTHONS
 async def test_network_is_unreachable(local_sandbox: LocalSandbox) -> None:
     connections = 0
 
@@ -223,6 +248,7 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     await still_works(local_sandbox)
 
 
+@BOTH_PYTHONS
 async def test_python_fork_loop_hits_the_process_limit(local_sandbox: LocalSandbox) -> None:
     code = (
         "import os, time\n"
@@ -243,6 +269,7 @@ async def test_python_fork_loop_hits_the_process_limit(local_sandbox: LocalSandb
     await still_works(local_sandbox)
 
 
+@BOTH_PYTHONS
 async def test_allocating_8_gb_fails_cleanly(local_sandbox: LocalSandbox) -> None:
     result = await local_sandbox.run_code("python", "b = bytearray(8 << 30)", timeout_s=20)
     assert result.status == "error"
@@ -263,6 +290,7 @@ async def test_node_and_webassembly_work_under_the_memory_limit(local_sandbox: L
     assert (result.status, result.stdout.text) == ("ok", f"{1 << 30}\n"), result
 
 
+@BOTH_PYTHONS
 async def test_printing_50_mb_is_captured_in_bounded_memory(local_sandbox: LocalSandbox) -> None:
     code = "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * (1 << 20))\n"
     tracemalloc.start()
@@ -308,6 +336,7 @@ async def test_background_children_die_when_the_snippet_ends(local_sandbox: Loca
     assert host_processes_with("sleep 1000.5") == []
 
 
+@BOTH_PYTHONS
 async def test_cpu_limit_stops_a_busy_loop(make_sandbox: MakeSandbox) -> None:
     sandbox = await make_sandbox(cpu_s=1)
     result = await sandbox.run_code("python", "while True: pass", timeout_s=20)
@@ -316,6 +345,7 @@ async def test_cpu_limit_stops_a_busy_loop(make_sandbox: MakeSandbox) -> None:
     await still_works(sandbox)
 
 
+@BOTH_PYTHONS
 async def test_file_size_limit(make_sandbox: MakeSandbox) -> None:
     sandbox = await make_sandbox(file_size_bytes=1 << 20)
     shell = await sandbox.run_code("bash", "head -c 2M /dev/zero > big", timeout_s=10)
@@ -328,6 +358,7 @@ async def test_file_size_limit(make_sandbox: MakeSandbox) -> None:
     await still_works(sandbox)
 
 
+@BOTH_PYTHONS
 async def test_only_the_sandbox_processes_are_visible(local_sandbox: LocalSandbox) -> None:
     code = (
         "import os\n"
@@ -383,3 +414,28 @@ async def test_symlinks_to_host_files_do_not_leak(local_sandbox: LocalSandbox) -
     assert not Path("/root/planted").exists()
     assert not Path("/work/main/bot/planted.py").exists()
     await still_works(local_sandbox)
+
+
+# -- the kernel --
+
+
+async def test_processes_a_cell_leaves_running_die_with_the_sandbox(sandbox_root: Path) -> None:
+    provider = LocalProvider(sandbox_root)
+    sandbox = await provider.create(SandboxSpec(session_key="kernel"))
+    code = "import subprocess\nsubprocess.Popen(['sleep', '1000.75']);"
+    try:
+        assert (await sandbox.run_code("python", code, timeout_s=10)).status == "ok"
+        assert len(host_processes_with("sleep 1000.75")) == 1  # as in a notebook: it lives on
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert await eventually(lambda: host_processes_with("sleep 1000.75") == [])
+
+
+async def test_the_kernel_grants_each_cell_its_cpu_time(make_sandbox: MakeSandbox) -> None:
+    sandbox = await make_sandbox(cpu_s=1)
+    burn = "import time\nend = time.process_time() + 0.7\nwhile time.process_time() < end: pass"
+    for _ in range(3):  # 2.1 s of CPU in all: past the limit only if it counted the kernel's life
+        result = await sandbox.run_code("python", burn, timeout_s=20)
+        assert result.status == "ok", result
+    assert result.kernel == "kept"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,12 +28,17 @@ def stray_processes() -> list[str]:
     return [line for line in ps.stdout.splitlines() if MARKER in line and "ps -eo" not in line]
 
 
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [("bash", MARKER), ("python", f"import subprocess\nsubprocess.run({MARKER.split()!r})")],
+    ids=["bash", "python-kernel"],
+)
 async def test_ctrl_c_kills_the_command_and_destroys_the_sandbox(
-    tmp_path: Path, sandbox_root: Path
+    tmp_path: Path, sandbox_root: Path, language: str, code: str
 ) -> None:
     def script(req):
         if req.turn == 0:
-            return Reply([tool_use("run_code", {"language": "bash", "code": MARKER})])
+            return Reply([tool_use("run_code", {"language": language, "code": code})])
         return Reply([text("should not get here")])
 
     async with FakeAnthropic(script) as fake:
@@ -42,15 +49,15 @@ async def test_ctrl_c_kills_the_command_and_destroys_the_sandbox(
         )  # fmt: skip
         assert proc.stdout is not None
         seen = b""
-        while b"sleep 61" not in seen:
+        while b"61.234" not in seen:
             seen += await asyncio.wait_for(proc.stdout.readline(), 20)
         await asyncio.sleep(0.5)  # the command is running in the sandbox now
         assert stray_processes(), "the command should be running"
         proc.send_signal(signal.SIGINT)
-        code = await asyncio.wait_for(proc.wait(), 15)
+        exit_code = await asyncio.wait_for(proc.wait(), 15)
         err = (await proc.stderr.read()).decode()
 
-    assert code == 130, err
+    assert exit_code == 130, err
     assert "Cancelled" in err and "Traceback" not in err
     assert stray_processes() == []
     assert list(sandbox_root.iterdir()) == []

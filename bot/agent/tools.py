@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.clip import clip, last_lines
+from bot.agent.kernel_notes import RESTARTED_AS_ASKED, kernel_note
 from bot.errors import BotError
 from bot.sandbox.base import WORK_DIR, ExecResult, Sandbox
 from bot.scrub import NO_SECRETS, Scrubber
@@ -28,14 +29,27 @@ class _Input(BaseModel):
 
 class RunCode(_Input):
     language: Literal["python", "bash", "node"] = Field(description="Interpreter to run the code.")
-    code: str = Field(min_length=1, description="The complete program to run.")
+    code: str = Field(
+        min_length=1,
+        description="Python: a cell for the session's kernel. bash, node: a complete program.",
+    )
     timeout_s: int | None = Field(
-        default=None, ge=1, description="Wall-clock limit in seconds (default and maximum apply)."
+        default=None,
+        ge=1,
+        description="Wall-clock limit in seconds (default and maximum apply). A Python cell "
+        "past it is interrupted and keeps the kernel's state; if it does not stop, the kernel "
+        "is restarted.",
     )
     detached: bool = Field(
         default=False,
         description="Start in the background and return a command_id at once; "
-        "poll it with check_command. For work that takes minutes.",
+        "poll it with check_command. For work that takes minutes. Runs as a process of its "
+        "own, outside the kernel.",
+    )
+    restart: bool = Field(
+        default=False,
+        description="Restart the Python kernel first: a clean state, with every variable "
+        "and import gone (files stay).",
     )
 
 
@@ -56,8 +70,12 @@ TOOLS: dict[str, tuple[type[_Input], str]] = {
     "run_code": (
         RunCode,
         "Run Python 3, bash or Node code in the sandbox, with /buddy/work as the working "
-        "folder. Files persist between calls; variables and processes do not. Returns the "
-        "status, exit code, stdout and stderr (long output is cut in the middle).",
+        "folder; files persist between calls. Python runs in the session's live kernel, as in "
+        "a notebook: variables, imports and loaded data stay between calls and between "
+        "questions, so build on earlier steps instead of reloading; the value of the last "
+        "expression is shown, and plt.show() (or a figure left open) saves a PNG to "
+        "/buddy/work/out/. bash and node start a fresh process each call. Returns the status, "
+        "exit code, stdout and stderr (long output is cut in the middle).",
     ),
     "read_file": (ReadFile, "Read a text file from the sandbox (long files are cut)."),
     "list_files": (ListFiles, "List a folder in the sandbox: names, kinds and sizes."),
@@ -142,6 +160,11 @@ class Toolbox:
 
     async def _dispatch(self, parsed: _Input) -> ToolOutcome:
         sandbox = await self._sandbox()
+        if isinstance(parsed, RunCode) and parsed.restart:
+            await sandbox.restart_kernel()
+            return _after_restart(
+                await self._dispatch(parsed.model_copy(update={"restart": False}))
+            )
         match parsed:
             case RunCode(detached=True):
                 command_id = await sandbox.start_command(parsed.language, parsed.code)
@@ -175,8 +198,10 @@ class Toolbox:
         head = f"status: {status}"
         if result.exit_code is not None:
             head += f"\nexit_code: {result.exit_code}"
-        if status == "timeout" and timeout_s is not None:
+        if status == "timeout" and timeout_s is not None and result.kernel is None:
             head += f"\nThe code ran past its {timeout_s:g} s limit and was killed."
+        if note := kernel_note(result, timeout_s):
+            head += f"\n{note}"
         head += f"\nduration_s: {result.duration_s:.2f}"
         half = self._output_chars // 2
         body = [head]
@@ -184,6 +209,8 @@ class Toolbox:
             text = clip(out.text, half)  # the sandbox already marked what it did not keep
             body.append(f"--- {label} ---\n{text}" if text else f"--- {label}: empty ---")
         shown = result.stderr.text if status not in ("ok", "running") else result.stdout.text
+        if result.kernel in ("died", "restarted"):
+            shown = f"{shown}\n{note}"  # progress displays say what happened to the kernel
         return ToolOutcome(
             content="\n".join(body),
             is_error=status not in ("ok", "running"),
@@ -208,6 +235,10 @@ class Toolbox:
                 f"\n[… longer than {READ_FILE_MAX_BYTES:,} bytes; read the rest with run_code …]"
             )
         return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
+
+
+def _after_restart(outcome: ToolOutcome) -> ToolOutcome:
+    return replace(outcome, content=f"{RESTARTED_AS_ASKED}\n{outcome.content}")
 
 
 def _invalid(message: str) -> ToolOutcome:

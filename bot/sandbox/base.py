@@ -29,6 +29,12 @@ RUN_DIR = "/buddy/.run"  # snippet files, outside the folders the file tools can
 # ok: exit code 0. error: non-zero exit. timeout: killed at the wall-clock limit.
 # killed: stopped on request or by a resource limit signal.
 ExecStatus = Literal["ok", "error", "timeout", "killed"]
+# How a Python cell's kernel fared (None when the code did not run in a kernel).
+# started: the sandbox's first kernel; kept: it ran where earlier cells ran; fresh: a new
+# kernel replaced one whose state was lost; interrupted: KeyboardInterrupt at the time
+# limit, state kept; restarted: it ignored the interrupt, so the kernel was killed;
+# died: the kernel ended during the cell (kernel_note says how).
+KernelEvent = Literal["started", "kept", "fresh", "interrupted", "restarted", "died"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,8 @@ class ExecResult:
     stdout: Output
     stderr: Output
     duration_s: float
+    kernel: KernelEvent | None = None
+    kernel_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,13 @@ class Sandbox(Protocol):
     id: str
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
-        """Run a snippet to completion or until `timeout_s`, killing its whole process tree."""
+        """Run a snippet to completion or until `timeout_s`. Python runs in the sandbox's
+        kernel (interrupted at the limit, killed if it does not stop); other languages run
+        as a process whose whole tree is killed at the limit."""
+        ...
+
+    async def restart_kernel(self) -> None:
+        """Drop the Python kernel; the next Python snippet starts a fresh one."""
         ...
 
     async def start_command(self, language: Language, code: str) -> str:

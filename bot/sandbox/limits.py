@@ -22,10 +22,11 @@ class Limits:
     shm_bytes: int = 64 << 20  # size of /dev/shm
     command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
 
-    def prlimit_args(self) -> list[str]:
-        """Options for `prlimit` (each sets soft and hard limit unless given as soft:hard)."""
+    def prlimit_args(self, *, cpu: bool = True) -> list[str]:
+        """Options for `prlimit` (each sets soft and hard limit unless given as soft:hard).
+        Without `cpu` there is no CPU limit: a kernel sets its own, per cell."""
         return [
-            f"--cpu={self.cpu_s}:{self.cpu_s + CPU_HARD_GRACE_S}",
+            f"--cpu={self.cpu_s}:{self.cpu_s + CPU_HARD_GRACE_S}" if cpu else "--cpu=unlimited",
             f"--data={self.memory_bytes}",
             f"--as={self.memory_bytes * ADDRESS_SPACE_FACTOR}",
             f"--nproc={self.processes}",

@@ -7,12 +7,23 @@ Shared by the sandbox backends so a snippet printing gigabytes costs the bot at 
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from bot.sandbox.base import Output
 
 READ_CHUNK = 64 * 1024
 CUT_MARKER = "\n[... {n} bytes cut ...]\n"
 MESSAGE_MAX_CHARS = 200
+
+
+class Sink(Protocol):
+    """Where a reader puts a stream's bytes (a CappedBuffer, or a parser of what they say)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def skip(self, n: int) -> None:
+        """`n` bytes that had to be dropped."""
+        ...
 
 
 class CappedBuffer:
@@ -40,6 +51,10 @@ class CappedBuffer:
         excess = len(self._tail) - self._tail_cap
         if excess > 0:
             del self._tail[:excess]
+
+    def skip(self, n: int) -> None:
+        """Count `n` bytes as written and cut (a sender that capped its output already)."""
+        self.total += n
 
     @property
     def cut_bytes(self) -> int:

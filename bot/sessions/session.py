@@ -243,8 +243,9 @@ class Session:
         names = ", ".join(f.path for f in self.files) or "none"
         return (
             "Note: the sandbox was shut down while the conversation was quiet and this is a "
-            "fresh one. Anything you made earlier (variables, files in /buddy/work, "
-            f"report.md, out/) is gone. The files given to you were taken in again: {names}."
+            "fresh one, with a fresh Python kernel. Anything you made earlier (variables, files "
+            "in /buddy/work, report.md, out/) is gone. The files given to you were taken in "
+            f"again: {names}."
         )
 
 

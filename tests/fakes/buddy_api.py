@@ -285,8 +285,9 @@ class FakeBuddy:
     # -- lifecycle
 
     async def __aenter__(self) -> FakeBuddy:
+        # A Buddy command is a process of its own, whatever its runtime: no kernels here.
         self._provider = LocalProvider(
-            self.sandbox_root, self.limits, allowed_git_protocols=("file",)
+            self.sandbox_root, self.limits, allowed_git_protocols=("file",), python_kernel=False
         )
         app = web.Application(middlewares=[self._middleware])
         self._add_routes(app.router)

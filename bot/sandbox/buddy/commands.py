@@ -68,7 +68,7 @@ class BuddyCommands:
     ) -> None:
         self._http = http
         self._sandbox_id = sandbox_id
-        self._shield = shield
+        self.shield = shield
         self._poll_interval_s = poll_interval_s
         self._retry_base_delay_s = retry_base_delay_s
         self._killed: set[str] = set()
@@ -91,7 +91,7 @@ class BuddyCommands:
         except OutcomeUnknown as exc:
             raise SandboxError(f"the command may or may not have run: {exc}") from None
         except asyncio.CancelledError:
-            await self._shield(self._terminate_matching(script))
+            await self.shield(self._terminate_matching(script))
             raise
         if not isinstance(command_id, str) or not command_id:
             raise SandboxError("the command may or may not have run: Buddy did not give its id")
@@ -106,15 +106,15 @@ class BuddyCommands:
             async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
                 view = await self._follow(command_id, capture)
         except TimeoutError:
-            await self._terminate_quietly(command_id)
+            await self.terminate_quietly(command_id)
             return capture.result("timeout", None, time.monotonic() - started)
         except asyncio.CancelledError:
-            await self._shield(self._terminate_quietly(command_id))
+            await self.shield(self.terminate_quietly(command_id))
             raise
         except SandboxUnavailable:
             raise
         except BotError:
-            await self._terminate_quietly(command_id)
+            await self.terminate_quietly(command_id)
             raise
         elapsed = time.monotonic() - started
         killed = command_id in self._killed
@@ -125,7 +125,7 @@ class BuddyCommands:
         """Status first, then the log: a finished status means the log is complete."""
         view = await self._get(command_id)
         capture = Capture()
-        await self._read_logs(command_id, capture, follow=False)
+        await self.read_logs(command_id, capture.parser, follow=False)
         duration = self._duration(command_id, view)
         if view.get("status") not in FINISHED:
             return CommandState(command_id, True, capture.result("ok", None, duration))
@@ -139,7 +139,7 @@ class BuddyCommands:
             return
         self._killed.add(command_id)
         await self._terminate(command_id)
-        await self._wait_finished(command_id, limit_s=KILL_WAIT_S)
+        await self.wait_finished(command_id, limit_s=KILL_WAIT_S)
 
     # -- internals --
 
@@ -150,16 +150,16 @@ class BuddyCommands:
     async def _follow(self, command_id: str, capture: Capture) -> dict[str, Any]:
         """Stream the log to its end, then read the final status. If the stream broke, or
         ended long before the status did, the stored log is read again from the start."""
-        clean = await self._read_logs(command_id, capture, follow=True)
-        view, waited = await self._wait_finished(command_id)
+        clean = await self.read_logs(command_id, capture.parser, follow=True)
+        view, waited = await self.wait_finished(command_id)
         if not clean or waited > FINISH_PATIENCE_S:
             fresh = Capture()
-            if await self._read_logs(command_id, fresh, follow=False):
+            if await self.read_logs(command_id, fresh.parser, follow=False):
                 capture.stdout, capture.stderr = fresh.stdout, fresh.stderr
         return view
 
-    async def _read_logs(self, command_id: str, capture: Capture, *, follow: bool) -> bool:
-        """Feed the command's log into `capture`; False if the stream broke off."""
+    async def read_logs(self, command_id: str, parser: LogParser, *, follow: bool) -> bool:
+        """Feed the command's log into `parser`; False if the stream broke off."""
         what = "reading the command's output"
         clean = True
         try:
@@ -174,14 +174,14 @@ class BuddyCommands:
                 what=what,
             ) as response:
                 async for chunk in self._http.chunks(response, what):
-                    capture.parser.feed(chunk)
+                    parser.feed(chunk)
         except StreamInterrupted as exc:
             log.info("Buddy log stream of command %s broke: %s", command_id, exc)
             clean = False
-        capture.parser.close()
+        parser.close()
         return clean
 
-    async def _wait_finished(
+    async def wait_finished(
         self, command_id: str, limit_s: float | None = None
     ) -> tuple[dict[str, Any], float]:
         """The command's view once finished (or after `limit_s`), and how long that took.
@@ -231,7 +231,7 @@ class BuddyCommands:
             await asyncio.sleep(self._retry_base_delay_s * 2**attempt)
         raise SandboxError(f"could not stop command {command_id}; it may still run: {failure}")
 
-    async def _terminate_quietly(self, command_id: str) -> None:
+    async def terminate_quietly(self, command_id: str) -> None:
         try:
             async with asyncio.timeout(CLEANUP_TIMEOUT_S):
                 await self._terminate(command_id)

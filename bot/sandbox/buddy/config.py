@@ -46,6 +46,7 @@ class BuddyConfig:
     retry_base_delay_s: float = 1.0
     poll_interval_s: float = 0.1
     request_timeout_s: float = REQUEST_TIMEOUT_S  # see retries.request_timeouts
+    python_kernel: bool = True  # False: Python runs as a process per call
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BuddyConfig:

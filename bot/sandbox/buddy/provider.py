@@ -70,7 +70,7 @@ class BuddyProvider:
             return None
         if not booted(view):
             return None
-        sandbox = self._sandboxes[sandbox_id] = BuddySandbox(self, sandbox_id)
+        sandbox = self._sandboxes[sandbox_id] = BuddySandbox(self, sandbox_id, attached=True)
         return sandbox
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:

@@ -1,5 +1,6 @@
 """One Buddy sandbox, addressed by its id: code runs as tracked BASH commands whose JSONL
-logs are streamed back (`commands`); files move through the content, upload and download
+logs are streamed back (`commands`), Python in the sandbox's kernel, which is reached
+through such commands too (`kernel`); files move through the content, upload and download
 endpoints (`files`). Buddy answers 404 for a missing path or command and for a vanished
 sandbox alike; `_guard` tells them apart.
 """
@@ -20,13 +21,15 @@ from bot.sandbox.base import (
     sandbox_path,
     upload_path,
 )
-from bot.sandbox.buddy.commands import COMMAND_MAX_S, BuddyCommands
+from bot.sandbox.buddy.commands import COMMAND_MAX_S, OUTPUT_LIMIT, BuddyCommands
 from bot.sandbox.buddy.config import BuddyConfig
 from bot.sandbox.buddy.errors import GONE_MESSAGE, CommandNotFound
 from bot.sandbox.buddy.files import BuddyFiles
 from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.kernel import start_kernel
 from bot.sandbox.buddy.scripts import run_script
 from bot.sandbox.buddy.views import parse_listing
+from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
 
 
 class Owner(Protocol):
@@ -43,9 +46,10 @@ class Owner(Protocol):
 
 
 class BuddySandbox:
-    """One Buddy sandbox, addressed by its id."""
+    """One Buddy sandbox, addressed by its id. `attached`: made by an earlier process, whose
+    kernel (if any) is no longer this one's."""
 
-    def __init__(self, provider: Owner, sandbox_id: str) -> None:
+    def __init__(self, provider: Owner, sandbox_id: str, *, attached: bool = False) -> None:
         self.id = sandbox_id
         self._provider = provider
         self._http = provider.http
@@ -61,12 +65,25 @@ class BuddySandbox:
         )
         self._destroyed = False
         self._gone = False
+        self._kernel: KernelRunner | None = None
+        if provider.config.python_kernel:
+            self._kernel = KernelRunner(
+                self._start_kernel, output_bytes=OUTPUT_LIMIT, fresh_first=attached
+            )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        if language == "python" and self._kernel is not None:
+            async with self._guard():
+                return await self._kernel.run(code, timeout_s)
         script = run_script(language, code, timeout_s)
         async with self._guard():
             command_id = await self._commands.start(script)
             return await self._commands.collect(command_id, timeout_s)
+
+    async def restart_kernel(self) -> None:
+        if self._kernel is not None:
+            async with self._guard():
+                await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
         script = run_script(language, code, COMMAND_MAX_S)
@@ -106,9 +123,14 @@ class BuddySandbox:
         except BaseException:
             self._destroyed = False  # still there: a later destroy may succeed
             raise
+        if self._kernel is not None:
+            self._kernel.forget()  # it went with the sandbox
         self._provider.forget(self.id)
 
     # -- internals --
+
+    async def _start_kernel(self) -> KernelProcess:
+        return await start_kernel(self._commands)
 
     def _check_usable(self) -> None:
         if self._destroyed:

@@ -1,5 +1,6 @@
-"""What the Buddy backend sends: sandbox identifiers, the create request, and the
-first-boot and run wrapper scripts. Nothing here does I/O."""
+"""What the Buddy backend sends: sandbox identifiers, the create request, the first-boot
+and run wrapper scripts, and the scripts that start and reach the Python kernel. Nothing
+here does I/O."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from bot.sandbox.base import (
     unsupported_language,
 )
 from bot.sandbox.buddy.config import BuddyConfig
+from bot.sandbox.kernel.frames import INTERRUPT, KERNEL_FILES, KERNEL_MAIN, Cell, run_request
 
 OS = "ubuntu:24.04"
 IDENTIFIER_PREFIX = "sci-"
@@ -121,13 +123,8 @@ def run_script(
     """
     if (problem := unsupported_language(language)) is not None:
         return _fail_script(problem)
-    program, extension = INTERPRETERS[language].program, INTERPRETERS[language].extension
-    token = new_token()
-    while f"SCI_{token}" in code:
-        token = new_token()
-    delimiter = f"SCI_{token}"
-    body = code if code.endswith("\n") else code + "\n"
-    missing = shlex.quote(not_installed(language))
+    extension = INTERPRETERS[language].extension
+    token = _token(code, new_token)
     q = shlex.quote
     return (
         "set -u\n"
@@ -136,22 +133,128 @@ def run_script(
         'mkdir -p "$d" || exit 1\n'
         f"mkdir -p {q(work_dir + '/out')} 2>/dev/null\n"
         f'f="$d/{token}.{extension}"\n'
-        f"cat > \"$f\" <<'{delimiter}' || exit 1\n"
-        f"{body}{delimiter}\n"
-        f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
+        + _heredoc('"$f"', code, token)
+        + _find_program(language)
+        + _supervised('"$p" "$f"', timeout_s, work_dir, cleanup='rm -f "$f"')
+    )
+
+
+# -- the kernel's scripts (see `kernel`) --
+
+KERNEL_MEMORY_SHARE = 0.75  # of the sandbox's memory: past it, MemoryError, state kept
+CELL_POLL_S = 0.05
+ABSENT = '{"t": "absent"}'  # the frame a cell script sends when no kernel is there
+
+
+def kernel_script(
+    folder: str,
+    *,
+    output_bytes: int,
+    timeout_s: float,
+    work_dir: str = WORK_DIR,
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8),
+) -> str:
+    """The BASH command that starts a kernel: its files are written to `folder`, then it
+    runs as a snippet does (clean environment, its process group killed on terminate) and
+    serves cells through the FIFO it makes there."""
+    q = shlex.quote
+    files = ""
+    for name, data in KERNEL_FILES.items():
+        text = data.decode()
+        files += _heredoc(q(f"{folder}/{name}"), text, _token(text, new_token))
+    args = (
+        f"--fifo {q(folder)} --output-bytes {output_bytes} "
+        f"--memory-share {KERNEL_MEMORY_SHARE} --out-dir {q(work_dir + '/out')}"
+    )
+    command = f'"$p" {q(f"{folder}/{KERNEL_MAIN}")} {args}'
+    return (
+        f"set -u\nmkdir -p {q(folder)} || exit 1\n"
+        + files
+        + _find_program("python")
+        + _supervised(command, timeout_s, work_dir, cleanup=":")
+    )
+
+
+def cell_script(
+    folder: str,
+    cell: Cell,
+    *,
+    wait_s: float,
+    new_token: Callable[[], str] = lambda: secrets.token_hex(8),
+) -> str:
+    """The BASH command that hands one cell to the kernel in `folder` and streams the
+    cell's frames back as its own output. A kernel holds folder/lock while it lives; the
+    script waits up to `wait_s` for one, else it says the kernel is absent."""
+    q = shlex.quote
+    source, out = f"{folder}/{cell.id}.py", f"{folder}/{cell.id}.out"
+    request = run_request(cell, file=source, out=out).decode().strip()
+    tries = round(wait_s / CELL_POLL_S)
+    return (
+        f"set -u\nk={q(folder)}\ni=0\n"
+        "while :; do\n"
+        '  flock -n -E 75 "$k/lock" true 2>/dev/null\n'
+        "  [ $? = 75 ] && break\n"
+        f'  [ "$i" -ge {tries} ] && {{ echo {q(ABSENT)}; exit 0; }}\n'
+        f"  i=$((i + 1))\n  sleep {CELL_POLL_S}\n"
+        "done\n"
+        + _heredoc(q(source), cell.code, _token(cell.code, new_token))
+        + f"mkfifo {q(out)} || exit 1\n"
+        + _send_to_kernel(request)
+        + f"exec cat {q(out)}\n"
+    )
+
+
+def interrupt_script(folder: str) -> str:
+    """The BASH command that interrupts the kernel's running cell (if there is a kernel)."""
+    return f'k={shlex.quote(folder)}\n[ -p "$k/in" ] || exit 0\n' + _send_to_kernel(
+        INTERRUPT.decode().strip()
+    )
+
+
+def _send_to_kernel(request: str) -> str:
+    """Opened for reading and writing, the kernel's FIFO never blocks the writer."""
+    return f"""exec 3<>"$k/in"\nprintf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"""
+
+
+def _supervised(command: str, timeout_s: float, work_dir: str, cleanup: str) -> str:
+    """Run `command` in `work_dir` with a clean environment, killed with its whole process
+    group at `timeout_s` or when the wrapper is terminated; `cleanup` runs either way."""
+    q = shlex.quote
+    return (
         f"cd {q(work_dir)} || exit 1\n"
         "c=\n"
-        """trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; rm -f "$f"; exit 143' """
+        f"""trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; {cleanup}; exit 143' """
         "TERM INT HUP\n"
         f"timeout -s KILL {max(timeout_s, 0.001):.3f} "
-        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} "$p" "$f" &\n'
+        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} {command} &\n'
         "c=$!\n"
         "exec 2>/dev/null\n"  # the snippet keeps its stderr; bash's "Killed" notice is dropped
         'wait "$c"\n'
         "r=$?\n"
-        'rm -f "$f"\n'
+        f"{cleanup}\n"
         'exit "$r"\n'
     )
+
+
+def _find_program(language: str) -> str:
+    """Sets $p to the interpreter, or exits as a shell does for a missing program."""
+    missing = shlex.quote(not_installed(language))
+    program = INTERPRETERS[language].program
+    return f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
+
+
+def _heredoc(target: str, content: str, token: str) -> str:
+    """Write `content` verbatim to `target` (a shell word); `token` must not occur in it."""
+    body = content if content.endswith("\n") else content + "\n"
+    return f"cat > {target} <<'SCI_{token}' || exit 1\n{body}SCI_{token}\n"
+
+
+def _token(content: str, new_token: Callable[[], str]) -> str:
+    """A heredoc token whose delimiter (SCI_<token>) does not occur in `content`."""
+    token = new_token()
+    while f"SCI_{token}" in content:
+        token = new_token()
+    return token
 
 
 def _fail_script(message: str) -> str:

@@ -9,7 +9,7 @@ import secrets
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
-from bot.sandbox.output import CappedBuffer
+from bot.sandbox.output import Sink
 
 MAX_LOG_LINE_BYTES = 4 << 20  # one JSONL record; longer ones are skipped and counted as cut
 
@@ -21,7 +21,7 @@ def encode_path(path: str) -> str:
 
 class LogParser:
     """Feeds Buddy's JSONL command log (`{"type": "STDOUT"|"STDERR", "data": ...}` per line)
-    into two capped buffers.
+    into two sinks (capped buffers, or a reader of kernel frames).
 
     Splits on b"\\n" only (a JSON string may hold U+2028, which `splitlines` would split on);
     a line is decoded once it is complete, so a chunk boundary inside a UTF-8 character is
@@ -30,14 +30,12 @@ class LogParser:
     the rest of the line is counted as cut from the stream its start names.
     """
 
-    def __init__(
-        self, stdout: CappedBuffer, stderr: CappedBuffer, max_line: int = MAX_LOG_LINE_BYTES
-    ) -> None:
+    def __init__(self, stdout: Sink, stderr: Sink, max_line: int = MAX_LOG_LINE_BYTES) -> None:
         self.stdout = stdout
         self.stderr = stderr
         self._max_line = max_line
         self._pending = bytearray()
-        self._skipping: CappedBuffer | None = None
+        self._skipping: Sink | None = None
         self._skipped = 0
         self.bad_lines = 0
 
@@ -71,8 +69,7 @@ class LogParser:
 
     def _end_line(self) -> None:
         if self._skipping is not None:
-            # CappedBuffer counts cut bytes as total minus what it kept.
-            self._skipping.total += self._skipped
+            self._skipping.skip(self._skipped)
             self._skipping.write(b"\n")
             self._skipping, self._skipped = None, 0
             return
@@ -93,7 +90,7 @@ class LogParser:
         target = self.stderr if str(record.get("type", "")).upper() == "STDERR" else self.stdout
         target.write((text + "\n").encode("utf-8", "replace"))
 
-    def _stream_named_in(self, head: bytes) -> CappedBuffer:
+    def _stream_named_in(self, head: bytes) -> Sink:
         match = re.search(rb'"type"\s*:\s*"(\w+)"', head)
         return self.stderr if match and match.group(1).upper() == b"STDERR" else self.stdout
 

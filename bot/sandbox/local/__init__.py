@@ -1,8 +1,9 @@
-"""Local sandbox backend: every call runs in a fresh bubblewrap (`bwrap`) container.
+"""Local sandbox backend on bubblewrap (`bwrap`): each bash or Node call runs in a fresh
+container; Python cells run in the sandbox's kernel, a long-lived container (`kernel`).
 
 `provider` makes and finds sandboxes (host folders, `folders`; the optional repository,
-`git`); `sandbox` runs snippets (`programs`, `run`) and file helpers (`fileops`) in
-containers started by `bwrap` and set up by `isolation`.
+`git`); `sandbox` runs snippets (`programs`, `run`, `kernel`) and file helpers (`fileops`)
+in containers started by `bwrap` and set up by `isolation`.
 """
 
 from bot.sandbox.limits import Limits

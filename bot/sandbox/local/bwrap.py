@@ -133,11 +133,12 @@ class Launcher:
         files: Mapping[str, bytes] | None = None,
         stdin: int = asyncio.subprocess.DEVNULL,
         stdout: int = asyncio.subprocess.PIPE,
+        cpu_limit: bool = True,
     ) -> Container:
         """Start `command` in a new container with `work` and `data` mounted.
 
         `files` maps sandbox paths to contents placed there read-only; stderr is always a
-        pipe.
+        pipe. Without `cpu_limit` the command must limit its CPU time itself (the kernel).
         """
         info_read, info_write = os.pipe()
         fds = [info_write]
@@ -147,7 +148,7 @@ class Launcher:
                 fds.append(_memfd(content))
                 binds += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]
             proc = await asyncio.create_subprocess_exec(
-                *self._argv(binds, info_write, command),
+                *self._argv(binds, info_write, command, cpu_limit),
                 stdin=stdin,
                 stdout=stdout,
                 stderr=asyncio.subprocess.PIPE,
@@ -164,13 +165,15 @@ class Launcher:
                 os.close(fd)
         return Container(proc, info_read)
 
-    def _argv(self, binds: list[str], info_fd: int, command: Sequence[str]) -> list[str]:
+    def _argv(
+        self, binds: list[str], info_fd: int, command: Sequence[str], cpu_limit: bool
+    ) -> list[str]:
         return [
             # bwrap's --die-with-parent guards only the processes inside; the outer bwrap
             # must die with the bot too, or a killed bot leaves its commands running.
             *[self.setpriv, "--pdeathsig", "KILL", "--"],
             self.prlimit,
-            *self.limits.prlimit_args(),
+            *self.limits.prlimit_args(cpu=cpu_limit),
             "--",
             self.bwrap,
             *self._static_args,

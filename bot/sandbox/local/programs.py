@@ -26,11 +26,15 @@ class Programs:
         self._programs.update(HOST_PROGRAMS)
         self._programs.update(overrides or {})
 
+    def interpreter(self, language: str) -> str | None:
+        """The interpreter's path, if the sandbox can run it."""
+        return resolve_interpreter(self._programs[language])
+
     def command(self, language: str, code: str) -> tuple[list[str], dict[str, bytes]]:
         """The command to run a snippet, and the files to place in the sandbox for it."""
         if (problem := unsupported_language(language)) is not None:
             return _fail_command(problem), {}
-        interpreter = resolve_interpreter(self._programs[language])
+        interpreter = self.interpreter(language)
         if interpreter is None:
             return _fail_command(not_installed(language)), {}
         snippet = f"{RUN_DIR}/{SNIPPET_STEM}.{INTERPRETERS[language].extension}"

@@ -2,8 +2,9 @@
 
 A sandbox is a host folder (see `folders`) whose `work/` and `data/` are mounted at
 /buddy/work and /buddy/data. Files persist between calls; processes do not, except
-detached commands. Each call starts its own isolated, rlimited container (`bwrap`); the
-optional repository is checked out by `git`.
+detached commands and the Python kernel. Each bash or Node call starts its own isolated,
+rlimited container (`bwrap`), Python cells go to the kernel's; the optional repository is
+checked out by `git`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class LocalProvider:
         sandbox_uid: int | None = None,
         allowed_git_protocols: tuple[str, ...] = ("https",),
         interpreters: Mapping[str, str] | None = None,
+        python_kernel: bool = True,
     ) -> None:
         self._launcher = Launcher(limits, sandbox_uid)
         self.root = Path(root).resolve()
@@ -44,6 +46,7 @@ class LocalProvider:
         self.limits = limits
         self._git_protocols = allowed_git_protocols
         self._programs = Programs(interpreters)
+        self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
         self._probed = False
         self._closed = False
@@ -72,7 +75,7 @@ class LocalProvider:
         if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
             return None
         await asyncio.to_thread(kill_containers_of, home)
-        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
+        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home, attached=True)
         return sandbox
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
@@ -95,9 +98,16 @@ class LocalProvider:
 
     # -- internals --
 
-    def _sandbox(self, sandbox_id: str, home: Path) -> LocalSandbox:
+    def _sandbox(self, sandbox_id: str, home: Path, *, attached: bool = False) -> LocalSandbox:
+        """`attached`: made by an earlier process, whose kernel (if any) is gone."""
         return LocalSandbox(
-            sandbox_id, home, launcher=self._launcher, programs=self._programs, forget=self._forget
+            sandbox_id,
+            home,
+            launcher=self._launcher,
+            programs=self._programs,
+            forget=self._forget,
+            python_kernel=self._python_kernel,
+            attached=attached,
         )
 
     def _forget(self, sandbox_id: str) -> None:

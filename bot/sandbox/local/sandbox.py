@@ -1,8 +1,10 @@
 """One local sandbox: its host folder plus the containers currently running over it.
 
-Snippets and detached commands each get a container (`run.Run`). Uploads, downloads and
-listings run small shell helpers (`fileops`) in containers of their own, so symlinks that
-user code planted in the work folder resolve inside the sandbox and never reach host files.
+Python snippets run in the sandbox's kernel, a long-lived container of its own (`kernel`).
+Other snippets and detached commands each get a container (`run.Run`). Uploads, downloads
+and listings run small shell helpers (`fileops`) in containers of their own, so symlinks
+that user code planted in the work folder resolve inside the sandbox and never reach host
+files.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from bot.sandbox.base import (
     sandbox_path,
     upload_path,
 )
+from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
 from bot.sandbox.local.bwrap import Container, Launcher
 from bot.sandbox.local.fileops import (
     DOWNLOAD_SH,
@@ -34,6 +37,7 @@ from bot.sandbox.local.fileops import (
     read_at_most,
 )
 from bot.sandbox.local.folders import remove_tree
+from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
@@ -53,6 +57,8 @@ class LocalSandbox:
         launcher: Launcher,
         programs: Programs,
         forget: Callable[[str], None],
+        python_kernel: bool = True,
+        attached: bool = False,
     ) -> None:
         self.id = sandbox_id
         self._home = home
@@ -64,8 +70,18 @@ class LocalSandbox:
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
+        self._kernel: KernelRunner | None = None
+        if python_kernel:
+            limit = self._limits.output_bytes
+            self._kernel = KernelRunner(
+                self._start_kernel, output_bytes=limit, fresh_first=attached
+            )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        python = self._programs.interpreter("python") if language == "python" else None
+        if python is not None and self._kernel is not None:
+            self._check_alive()
+            return await self._kernel.run(code, timeout_s)
         run = await self._start(language, code, timeout_s)
         try:
             await asyncio.shield(run.done)
@@ -75,6 +91,11 @@ class LocalSandbox:
         if (message := run.startup_error()) is not None:
             raise SandboxError(f"the sandbox could not start: {message}")
         return run.result()
+
+    async def restart_kernel(self) -> None:
+        self._check_alive()
+        if self._kernel is not None:
+            await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
         run = await self._start(language, code, self._limits.command_max_s)
@@ -141,6 +162,8 @@ class LocalSandbox:
 
     async def stop_all(self) -> None:
         """Kill every process running over this sandbox and wait until they are gone."""
+        if self._kernel is not None:
+            await self._kernel.close()
         for run in list(self._runs):
             run.kill("killed")
         for container in list(self._tools):
@@ -169,12 +192,19 @@ class LocalSandbox:
         files: Mapping[str, bytes] | None = None,
         stdin: int = asyncio.subprocess.DEVNULL,
         stdout: int = asyncio.subprocess.PIPE,
+        cpu_limit: bool = True,
     ) -> Container:
         """Start `command` in a new container over this sandbox; stderr is always a pipe."""
+        self._check_alive()
         work, data = self._home / "work", self._home / "data"
         return await self._launcher.spawn(
-            work, data, command, files=files, stdin=stdin, stdout=stdout
+            work, data, command, files=files, stdin=stdin, stdout=stdout, cpu_limit=cpu_limit
         )
+
+    async def _start_kernel(self) -> KernelProcess:
+        python = self._programs.interpreter("python")
+        assert python is not None, "checked before the kernel is asked for"
+        return await start_kernel(self._spawn, python, self._limits)
 
     async def _start(self, language: str, code: str, max_s: float | None) -> Run:
         self._check_alive()
