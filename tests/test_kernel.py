@@ -14,10 +14,12 @@ import pytest
 
 from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
+from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
 from tests.fakes.buddy_api import FakeBuddy
 from tests.support import matplotlib_in_sandbox
 
+GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)
 LOOP_IGNORING_INTERRUPTS = (
     "import time\n"
     "while True:\n"
@@ -31,7 +33,7 @@ LOOP_IGNORING_INTERRUPTS = (
 @contextlib.asynccontextmanager
 async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator[SandboxProvider]:
     if backend == "local":
-        provider: SandboxProvider = LocalProvider(root, **options)
+        provider: SandboxProvider = LocalProvider(root, Limits(kernel_grace_s=GRACE_S), **options)
         try:
             yield provider
         finally:
@@ -46,6 +48,7 @@ async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator
             api_url=fake.base_url,
             retry_base_delay_s=0.01,
             poll_interval_s=0.02,
+            kernel_grace_s=GRACE_S,
             **options,
         )
         provider = BuddyProvider(config)
@@ -99,7 +102,7 @@ async def test_a_cell_ignoring_the_interrupt_gets_a_restarted_kernel(sandbox: Sa
     took = time.monotonic() - started
     assert (result.status, result.kernel) == ("timeout", "restarted")
     assert "not stopping" in result.stdout.text
-    assert 3.5 < took < 10  # the limit, then a few seconds of grace
+    assert 1 + GRACE_S < took < 6  # the limit, then the grace
     after = await python(sandbox, "x")
     assert (after.status, after.kernel) == ("error", "fresh")
     assert "NameError" in after.stderr.text

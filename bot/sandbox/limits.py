@@ -9,6 +9,8 @@ from dataclasses import dataclass
 ADDRESS_SPACE_FACTOR = 4
 # Grace between the soft CPU limit (SIGXCPU, catchable) and the hard one (SIGKILL).
 CPU_HARD_GRACE_S = 5
+# After a Python cell is interrupted, how long it has to return before the kernel is killed.
+KERNEL_GRACE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Limits:
     tmp_bytes: int = 512 << 20  # size of the private /tmp tmpfs (it lives in RAM)
     shm_bytes: int = 64 << 20  # size of /dev/shm
     command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
+    kernel_grace_s: float = KERNEL_GRACE_S
 
     def prlimit_args(self, *, cpu: bool = True) -> list[str]:
         """Options for `prlimit` (each sets soft and hard limit unless given as soft:hard).

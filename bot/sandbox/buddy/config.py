@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError, SandboxConfigError
 from bot.sandbox.buddy.retries import REQUEST_TIMEOUT_S
+from bot.sandbox.limits import KERNEL_GRACE_S
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -47,6 +48,7 @@ class BuddyConfig:
     poll_interval_s: float = 0.1
     request_timeout_s: float = REQUEST_TIMEOUT_S  # see retries.request_timeouts
     python_kernel: bool = True  # False: Python runs as a process per call
+    kernel_grace_s: float = KERNEL_GRACE_S  # an interrupted cell's time to return
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BuddyConfig:

@@ -26,6 +26,7 @@ from bot.sandbox.output import CappedBuffer, last_line
 KERNEL_ROOT = f"{WORK_DIR}/.cache/kernel"  # one folder per kernel; a new one clears the rest
 START_WAIT_S = 10.0  # how long the first cell waits for a kernel just started
 EXIT_WAIT_S = 5.0  # how long a kernel's command may take to read as finished
+INTERRUPT_WAIT_S = 10.0  # how long to wait for the interrupt to be handed over
 SCRIPT_STDERR_BYTES = 4096
 
 
@@ -60,7 +61,10 @@ class BuddyKernel:
             raise SandboxError(f"could not hand the code to the Python kernel: {problem}")
 
     async def interrupt(self) -> None:
-        await self._commands.start(interrupt_script(self._folder))
+        """Returns once the interrupt has been handed over, so the cell's grace starts then
+        (a command may take a while to start)."""
+        command_id = await self._commands.start(interrupt_script(self._folder))
+        await self._commands.wait_finished(command_id, limit_s=INTERRUPT_WAIT_S)
 
     async def kill(self) -> None:
         await self._commands.kill(self._command_id)

@@ -68,7 +68,10 @@ class BuddySandbox:
         self._kernel: KernelRunner | None = None
         if provider.config.python_kernel:
             self._kernel = KernelRunner(
-                self._start_kernel, output_bytes=OUTPUT_LIMIT, fresh_first=attached
+                self._start_kernel,
+                output_bytes=OUTPUT_LIMIT,
+                fresh_first=attached,
+                grace_s=provider.config.kernel_grace_s,
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:

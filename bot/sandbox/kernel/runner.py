@@ -16,10 +16,9 @@ from typing import Literal, Protocol
 from bot.errors import BotError, SandboxUnavailable
 from bot.sandbox.base import ExecResult, KernelEvent
 from bot.sandbox.kernel.frames import Cell, CellOutput, KernelExit
+from bot.sandbox.limits import KERNEL_GRACE_S
 
 log = logging.getLogger(__name__)
-
-INTERRUPT_GRACE_S = 3.0  # after the interrupt, how long a cell has to return
 
 Stop = Literal["interrupted", "restarted"]
 
@@ -50,7 +49,8 @@ StartKernel = Callable[[], Awaitable[KernelProcess]]
 
 class KernelRunner:
     """The kernel of one sandbox. `fresh_first` says an earlier kernel may have held state
-    (a sandbox attached after a restart of the bot), so the model is told it is gone."""
+    (a sandbox attached after a restart of the bot), so the model is told it is gone;
+    `grace_s` is how long an interrupted cell has to return before the kernel is killed."""
 
     def __init__(
         self,
@@ -58,7 +58,7 @@ class KernelRunner:
         *,
         output_bytes: int,
         fresh_first: bool = False,
-        grace_s: float = INTERRUPT_GRACE_S,
+        grace_s: float = KERNEL_GRACE_S,
     ) -> None:
         self._start = start
         self._output_bytes = output_bytes

@@ -72,9 +72,11 @@ class LocalSandbox:
         self._destroyed = False
         self._kernel: KernelRunner | None = None
         if python_kernel:
-            limit = self._limits.output_bytes
             self._kernel = KernelRunner(
-                self._start_kernel, output_bytes=limit, fresh_first=attached
+                self._start_kernel,
+                output_bytes=self._limits.output_bytes,
+                fresh_first=attached,
+                grace_s=self._limits.kernel_grace_s,
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
