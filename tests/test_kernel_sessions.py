@@ -101,3 +101,4 @@ async def test_a_chart_from_plt_show_is_posted_to_the_thread(
         chart = next(u for u in h.slack.uploads.values() if u.filename == "figure-1.png")
         await h.wait_for_text(message["ts"], "figure saved to /buddy/work/out/figure-1.png")
     assert chart.content.startswith(b"\x89PNG") and chart.thread_ts == message["ts"]
+    assert chart.alt_txt == "Chart from the analysis: figure-1"  # shown inline, described

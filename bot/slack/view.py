@@ -41,6 +41,18 @@ IDLE_NOTE = (
 )
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
+
+
+def _upload(name: str, content: bytes) -> dict[str, object]:
+    """One file for files_upload_v2; an image gets alt text, so it shows inline and is
+    described to screen readers."""
+    upload: dict[str, object] = {"content": content, "filename": name, "title": name}
+    if name.lower().endswith(IMAGE_SUFFIXES):
+        upload["alt_txt"] = f"Chart from the analysis: {name.rsplit('.', 1)[0]}"
+    return upload
+
+
 async def ignore(event: SessionEvent) -> None:
     """The view of a key that is not a Slack thread."""
 
@@ -140,7 +152,7 @@ class SlackView:
                 if len(data) > OUTPUT_MAX_BYTES:
                     break
             if len(data) <= OUTPUT_MAX_BYTES:
-                uploads.append({"content": bytes(data), "filename": name, "title": name})
+                uploads.append(_upload(name, bytes(data)))
         if not any(u["filename"] == "report.md" for u in uploads):
             await self._say("_No report.md was written this time._")
         if uploads:

@@ -133,6 +133,7 @@ class UploadedFile:
     thread_ts: str | None = None
     initial_comment: str | None = None
     declared_length: int = 0  # `length` given to files.getUploadURLExternal
+    alt_txt: str | None = None  # an image's description, given to files.getUploadURLExternal
 
 
 class Message(dict[str, Any]):
@@ -168,6 +169,7 @@ class _PendingUpload:
     filename: str
     length: int
     content: bytes | None = None
+    alt_txt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -899,7 +901,8 @@ class FakeSlack(AssistantFeatures):
             raise SlackError("invalid_arguments")
         key = secrets.token_urlsafe(16)
         file_id = f"F{_random(10)}"
-        self._pending[key] = _PendingUpload(file_id, str(filename), length)
+        alt = args.get("alt_txt")
+        self._pending[key] = _PendingUpload(file_id, str(filename), length, alt_txt=alt)
         return {"upload_url": f"{self.base_url}/upload/v1/{key}", "file_id": file_id}
 
     def _files_complete_upload(self, args: Json) -> Json:
@@ -1018,7 +1021,10 @@ class FakeSlack(AssistantFeatures):
         mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
         filetype = name.rpartition(".")[2].lower() if "." in name else "binary"
         self._new_file(name, title, content, mimetype, filetype, self.bot_user_id, pending.file_id)
-        upload = UploadedFile(pending.file_id, name, title, content, declared_length=pending.length)
+        upload = UploadedFile(
+            pending.file_id, name, title, content,
+            declared_length=pending.length, alt_txt=pending.alt_txt,
+        )  # fmt: skip
         self.uploads[upload.file_id] = upload
         return upload
 
