@@ -96,7 +96,7 @@ class Engine:
     ) -> DataFile:
         """Take a file into the thread's sandbox, with its data card; `source` says how to
         fetch it again."""
-        intake = await (await self.open(key)).add_file(name, opener)
+        intake = await (await self._thread(key)).session.add_file(name, opener)
         record = FileRecord(
             str(source.get("id", "")), name, intake.file.size, intake.sha256,
             intake.file.path, {**source, "header": intake.file.header},
@@ -118,12 +118,7 @@ class Engine:
     ) -> asyncio.Future[RunResult]:
         """Queue a question; it runs (joined with any others waiting) once the thread is free.
         The future resolves with the outcome of the run that answered it."""
-        thread = self._threads.get(key)
-        if thread is None:
-            await self.open(key, repo_url)  # a front end usually opened it already
-            thread = self._threads[key]
-        thread.session.start()
-        thread.last_activity = self._clock()
+        thread = await self._thread(key, repo_url)
         queued_id = await self._store.enqueue(key, question, user, self._clock())
         waiter = thread.waiters[queued_id] = asyncio.get_running_loop().create_future()
         if not thread.busy:
@@ -152,6 +147,17 @@ class Engine:
         return await self.lifecycle.drain(grace_s)
 
     # -- internals --
+
+    async def _thread(self, key: str, repo_url: str | None = None) -> Thread:
+        """The key's thread, opened if it is not yet; one the front end opened already is
+        only touched in memory (`open` has recorded the activity)."""
+        thread = self._threads.get(key)
+        if thread is None:
+            await self.open(key, repo_url)
+            return self._threads[key]
+        thread.session.start()
+        thread.last_activity = self._clock()
+        return thread
 
     async def _load(self, key: str, repo_url: str | None = None) -> Thread:
         record = await self._store.get_session(key)
