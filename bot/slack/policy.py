@@ -1,4 +1,5 @@
-"""Who may use the bot, where, and how much they may give it."""
+"""Who may use the bot, where, and how much data they may give it (budgets are the
+engine's: `bot/sessions/budget.py`)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ class Policy:
     max_file_bytes: int = 200 << 20
     max_files: int = 20
     repo_hosts: frozenset[str] = field(default_factory=frozenset)  # empty: any public host
-    run_budget_usd: float = 2.0
-    thread_budget_usd: float = 10.0
-    user_day_budget_usd: float = 25.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -32,9 +30,6 @@ class Policy:
             max_file_bytes=settings.max_file_bytes,
             max_files=settings.max_files_per_thread,
             repo_hosts=Settings.id_list(settings.repo_hosts),
-            run_budget_usd=settings.max_cost_usd_per_run,
-            thread_budget_usd=settings.max_cost_usd_per_thread,
-            user_day_budget_usd=settings.max_cost_usd_per_user_day,
         )
 
     def refusal(self, channel: str, user: str) -> str | None:
