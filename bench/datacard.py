@@ -34,6 +34,7 @@ import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from bench import CSV_HEADER, csv_rows
 from bot.datacard import CardTap, Profiler
 from bot.datacard.render import for_model
 from bot.sessions.files import Tap, spool
@@ -45,32 +46,12 @@ TARGET_GROWTH_MB = 64
 HOWS = ("plain", "layer", "shared", "spool", "spool+card")
 
 
-def rows(start: int, count: int, quoted: bool = False) -> bytes:
-    plain = b"%d,2024-%02d-%02d,%s,%s,%d,%d.%02d,%s\n"
-    form = b'"%d","2024-%02d-%02d","%s","%s","%d","%d.%02d","%s"\n' if quoted else plain
-    return b"".join(
-        form
-        % (
-            i,
-            i % 12 + 1,
-            i % 28 + 1,
-            (b"north", b"south", b"east", b"west")[i % 4],
-            b"widget-%03d" % (i * 7919 % 1000),
-            i * 31 % 500,
-            i * 17 % 300,
-            i % 100,
-            b"lorem ipsum dolor" if i % 3 else b"",
-        )
-        for i in range(start, start + count)
-    )
-
-
 class Csv:
     """`size` bytes of CSV: a header, then 16 distinct blocks of rows in turn."""
 
     def __init__(self, size: int, quoted: bool = False) -> None:
-        self.header = b"id,date,region,product,quantity,unit_price,note\n"
-        self.blocks = [rows(i * 20_000, 20_000, quoted) for i in range(16)]
+        self.header = CSV_HEADER
+        self.blocks = [csv_rows(i * 20_000, 20_000, quoted) for i in range(16)]
         self.size = size
 
     def chunks(self) -> Iterator[bytes]:

@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench import sandbox_root
+from bench import CSV_HEADER, csv_rows, sandbox_root
 from bench.servers import served
 from bot.compose import Runtime
 from bot.sandbox.base import UPLOADS_DIR
@@ -67,22 +67,7 @@ NO_MODEL = "http://127.0.0.1:9"  # the model is never called
 
 def write_csv(path: Path, size: int) -> str:
     """A CSV of exactly `size` bytes ending in a newline; returns its SHA-256."""
-    header = b"id,date,region,product,quantity,unit_price,note\n"
-    rows = b"".join(
-        b"%d,2024-%02d-%02d,%s,%s,%d,%d.%02d,%s\n"
-        % (
-            i,
-            i % 12 + 1,
-            i % 28 + 1,
-            (b"north", b"south", b"east", b"west")[i % 4],
-            b"widget-%03d" % (i * 7919 % 1000),
-            i * 31 % 500,
-            i * 17 % 300,
-            i % 100,
-            b"lorem ipsum dolor" if i % 3 else b"",
-        )
-        for i in range(20_000)
-    )
+    header, rows = CSV_HEADER, csv_rows(0, 20_000)
     digest = hashlib.sha256()
     with path.open("wb") as handle:
         left = size
