@@ -77,7 +77,7 @@ MODEL_S = 1.0  # each model turn
 SANDBOX_S = 0.2  # each run_code
 IDEAL_S = MODEL_S + SANDBOX_S + MODEL_S
 TICK_S = 0.010  # the lag probe's sleep
-PACING_PER_S = 1000.0  # slack_posts_per_s and slack_edits_per_s: the fake does not rate-limit
+PACING_SCALE = 1000.0  # slack_rate_scale: the fake does not rate-limit here
 BATCH_TIMEOUT_S = 180.0
 ANSWER = "Answer for thread {}."
 NO_REPORT = "_No report.md was written this time._"  # the last post of each run here
@@ -476,8 +476,7 @@ async def run_batch(n: int, root: Path, watch: str) -> Batch:
     async with fake_world("local", model, root, None) as h:
         settings = h.settings.model_copy(
             update={
-                "slack_posts_per_s": PACING_PER_S,
-                "slack_edits_per_s": PACING_PER_S,
+                "slack_rate_scale": PACING_SCALE,
                 "spool_dir": root / "spool",
             }
         )
@@ -571,7 +570,7 @@ def print_report(sizes: list[list[Batch]], watched: Batch | None) -> None:
         f" = {IDEAL_S:.1f} s ideal; all N threads start at once, one channel each."
     )
     print(
-        f"slack_posts_per_s = slack_edits_per_s = {PACING_PER_S:g}: the fake Slack does not "
+        f"slack_rate_scale = {PACING_SCALE:g}: the fake Slack does not "
         "rate-limit, so the bot's own pacing is set out of the way."
     )
     print(

@@ -63,8 +63,7 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any
-    slack_posts_per_s: float = Field(default=1.0, gt=0)  # per channel, bursts of 5
-    slack_edits_per_s: float = Field(default=0.8, gt=0)  # chat.update is Tier 3: 50 a minute
+    slack_rate_scale: float = Field(default=1.0, gt=0)  # times Slack's rate tiers (pacing.py)
     max_turns: int = Field(default=15, ge=1, le=200)
     max_cost_usd_per_run: float = Field(default=2.0, gt=0)
     max_cost_usd_per_thread: float = Field(default=10.0, gt=0)

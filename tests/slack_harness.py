@@ -90,11 +90,10 @@ async def fake_world(
             slack_bot_token="xoxb-test-token",
             slack_app_token="xapp-1-A0FAKE001-1-test",
             slack_api_url=slack.api_url,
-            slack_posts_per_s=200,
-            slack_edits_per_s=200,
             orphan_cleanup=False,
             store_path=root / "sessions.db",
-            **{"slack_ui": "classic", **extra, **overrides},  # agent tests ask for "agent"
+            # agent tests ask for "agent"; pacing out of the way unless a test enforces tiers
+            **{"slack_ui": "classic", "slack_rate_scale": 1000, **extra, **overrides},
         )
         yield Harness(slack, model, buddy, settings, root)
 

@@ -1,12 +1,17 @@
-"""The agent style in Slack (SLACK_UI=agent) end to end: the thread's status, one streamed
-message per run with a task per tool call and the answer, and the fallbacks."""
+"""The agent style in Slack (SLACK_UI=agent) end to end: the thread's status at once, one
+streamed message per run (a task per file and per tool call, Stop, the answer, feedback),
+and where streaming ends or is missing."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 from pathlib import Path
 
+from bot.slack.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
+from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, running_bot
 from tests.test_slack_e2e import mention_with_csv
@@ -16,10 +21,20 @@ NUMBERS = ("1,402,617,695", "1,411,100,000", "213,996,181")
 
 def streamed(h, thread: str) -> list:
     return [
-        h.slack.find_message(CHANNEL, s.ts)
+        h.slack.find_message(s.channel, s.ts)
         for s in h.slack.streams.values()
-        if h.slack.find_message(CHANNEL, s.ts).get("thread_ts") == thread
+        if h.slack.find_message(s.channel, s.ts).get("thread_ts") == thread
     ]
+
+
+def visible(h, thread: str) -> list:
+    """The bot's messages in the thread, not counting shared files."""
+    return [m for m in h.bot_messages(thread) if not m.get("files")]
+
+
+def slowly(model, delay_s: float):
+    """The same replies, each `delay_s` late (a model that thinks)."""
+    return lambda req: dataclasses.replace(model(req), delay_s=delay_s)
 
 
 async def feedback_on(h, thread: str) -> list:
@@ -36,7 +51,7 @@ async def feedback_on(h, thread: str) -> list:
         await store.close()
 
 
-async def test_agent_mode_shows_status_then_one_streamed_message(
+async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     backend: str, sandbox_root: Path, monkeypatch
 ) -> None:
     async with running_bot(
@@ -44,45 +59,102 @@ async def test_agent_mode_shows_status_then_one_streamed_message(
     ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
-        texts = h.texts(thread)
-        statuses = h.slack.status_history(CHANNEL, thread)
+        await h.slack.wait_for(lambda: h.slack.uploads)
         [answer] = streamed(h, thread)
         await h.slack.click_button(answer, "feedback", user="U0HUMAN02", value="bad")
         ratings = await feedback_on(h, thread)
-        loading = [s.loading_messages for s in h.slack.statuses if s.status]
 
-    assert statuses[0] == "is analyzing your data…" and statuses[-1] == ""
-    assert any("Step 1 · " in m[0] for m in loading if m), loading
-    [message] = streamed(h, thread)
-    stream = h.slack.streams[message["ts"]]
+    first = h.slack.statuses[0]
+    assert (first.status, first.loading_messages) == (STATUS, (f"Reading {CSV}…",))
+    assert h.slack.thread_status(CHANNEL, thread) == ""  # the streamed reply cleared it
+    assert not h.slack.reactions  # the status is the sign, not :eyes:
+    assert [m["ts"] for m in visible(h, thread)] == [answer["ts"]]
+    stream = h.slack.streams[answer["ts"]]
     assert stream.stopped and stream.recipient == ("U0HUMAN01", "T0FAKE001")
-    plan = message["blocks"][0]
-    assert plan["type"] == "plan" and len(plan["tasks"]) == 4
-    assert {t["status"] for t in plan["tasks"]} <= {"complete", "error"}
-    assert any("import polars" in t.get("details", "") for t in plan["tasks"])
-    assert any("ModuleNotFoundError" in t.get("output", "") for t in plan["tasks"])
-    assert all(n in message["text"] for n in NUMBERS)
-    assert message["blocks"][-1]["type"] == "context_actions"
-    assert not [m for m in h.bot_messages(thread) if (m.get("text") or "").startswith("Step ")]
-    stop_line = next(m for m in h.bot_messages(thread) if "Working on it" in str(m.history))
-    assert "Done" in stop_line["text"] and "actions" not in str(stop_line["blocks"])
-    assert "5 turns" in texts
+    plan, stop, markdown, footer, feedback = answer["blocks"]
+    file_task, *steps = plan["tasks"]
+    assert file_task["title"] == f"Read {CSV}" and "144 aggregate rows" in file_task["output"]
+    assert len(steps) == 4 and {t["status"] for t in steps} == {"complete", "error"}
+    assert any("import polars" in t.get("details", "") for t in steps)
+    assert any("ModuleNotFoundError" in t.get("output", "") for t in steps)
+    assert stop["elements"][0]["action_id"] == "stop_run"
+    assert all(n in markdown["text"] for n in NUMBERS) and "5 turns" in str(footer)
+    assert feedback["type"] == "context_actions"
     assert [(r.user, r.value) for r in ratings] == [("U0HUMAN02", "bad")]
 
 
-async def test_stream_expiry_mid_answer_loses_no_text(sandbox_root: Path, monkeypatch) -> None:
+CSV = "population_2000_2010_2020.csv"
+
+
+async def test_a_slow_run_shows_each_step_as_it_goes(sandbox_root: Path, monkeypatch) -> None:
+    model = slowly(population_analyst, 1.2)
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: h.slack.calls_to("chat.appendStream"), 20)
+        [live] = streamed(h, thread)
+        stream = h.slack.streams[live["ts"]]
+        tasks, answer = len(stream.tasks), stream.text
+        await h.wait_for_text(thread, "5 turns")
+
+    assert tasks >= 2 and answer == ""  # steps shown while the run went, before any answer
+    appends = h.slack.calls_to("chat.appendStream")
+    assert all(c.error is None for c in appends)
+    gaps = [b.at - a.at for a, b in itertools.pairwise(appends)]
+    assert all(gap >= 1.9 for gap in gaps), gaps  # coalesced: one call every 2 s at most
+
+
+async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> None:
+    model = slowly(population_analyst, 1.0)
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: streamed(h, thread), 20)
+        [live] = streamed(h, thread)
+        await h.slack.click_button(live, "stop_run", user="U0HUMAN02")
+        await h.wait_for_text(thread, "Stopped by <@U0HUMAN02>")
+        await h.slack.click_button(live, "stop_run", user="U0HUMAN03")
+        await h.slack.wait_for(lambda: h.slack.ephemerals)
+
+    assert h.slack.streams[live["ts"]].stopped
+    assert "already ended" in h.slack.ephemerals[0]["text"]
+    assert h.slack.ephemerals[0]["user"] == "U0HUMAN03"
+
+
+async def test_stream_expiry_mid_run_loses_no_text(sandbox_root: Path, monkeypatch) -> None:
     options = {"stream_lifetime_s": 0.0}
+    model = slowly(population_analyst, 0.3)
     async with running_bot(
-        "local", population_analyst, sandbox_root, monkeypatch, options, slack_ui="agent"
+        "local", model, sandbox_root, monkeypatch, options, slack_ui="agent"
     ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
         texts = h.texts(thread)
-        errors = [c.error for c in h.slack.calls_to("chat.appendStream")]
 
-    assert "message_not_in_streaming_state" in errors
+    ended = [c.error for c in h.slack.calls if c.method.startswith("chat.") and c.error]
+    assert set(ended) == {"message_not_in_streaming_state"}
     assert all(n in texts for n in NUMBERS)
-    assert "context_actions" in str([m.get("blocks") for m in h.bot_messages(thread)])
+    assert "context_actions" in str(visible(h, thread)[-1]["blocks"])
+
+
+def long_table(req: ModelRequest) -> Reply:
+    rows = "\n".join(f"| row {i:04d} | {i * 7919 % 100_000:>8} |" for i in range(900))
+    return Reply([text(f"Here is every row.\n\n| name | value |\n|---|---:|\n{rows}\n\nThe end.")])
+
+
+async def test_an_answer_past_12000_characters_continues_readably(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot("local", long_table, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "all rows?", mention=True))["ts"]
+        await h.wait_for_text(thread, "The end.")
+        await h.slack.wait_for(lambda: "context_actions" in str(visible(h, thread)[-1]))
+        messages = visible(h, thread)
+
+    parts = [b["text"] for m in messages for b in m["blocks"] if b["type"] == "markdown"]
+    assert len(parts) >= 2 and all(len(p) <= 12_000 for p in parts)
+    assert all(p.startswith("| name | value |\n|---|---:|") for p in parts[1:])
+    body = "\n".join(parts)
+    assert all(f"| row {i:04d} |" in body for i in range(900))
+    assert "context_actions" in str(messages[-1]["blocks"])
 
 
 async def test_a_workspace_refusing_streams_gets_the_classic_view(
@@ -99,4 +171,62 @@ async def test_a_workspace_refusing_streams_gets_the_classic_view(
 
     assert len(steps) == 4 and all(n in texts for n in NUMBERS)
     assert not h.slack.streams
-    assert len(h.slack.calls_to("assistant.threads.setStatus")) == 2  # tried, then cleared
+    assert len(h.slack.calls_to("assistant.threads.setStatus")) == 1  # refused, remembered
+    assert [r[2] for r in h.slack.reactions] == ["eyes"]
+
+
+async def test_a_direct_message_gets_prompts_a_title_and_a_stream(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    dm = "D0DM00001"
+    answer = lambda req: Reply([text("About 8 billion.")])  # noqa: E731
+    root = ""
+
+    def dm_replies() -> list:
+        return [m for m in h.slack.thread(dm, root) if m.get("bot_id")]
+
+    async with running_bot("local", answer, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        await h.slack.push_event(
+            {"type": "app_home_opened", "user": "U0HUMAN01", "channel": dm, "tab": "messages"}
+        )
+        await h.slack.wait_for(lambda: h.slack.prompts)
+        question = "How many people live on Earth?\nRoughly, please."
+        root = (await h.slack.post_user_message(dm, question))["ts"]
+        await h.slack.wait_for(lambda: any("8 billion" in m.get("text", "") for m in dm_replies()))
+
+    [prompts] = h.slack.prompts
+    assert prompts["channel"] == dm and not prompts["thread_ts"] and len(prompts["prompts"]) == 3
+    assert h.slack.titles == {(dm, root): "How many people live on Earth? Roughly, please."}
+    assert h.slack.status_history(dm, root)[0] == STATUS
+
+
+async def test_a_question_with_tools_is_answered_under_enforced_rate_tiers(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """Eight threads at once in one channel, Slack's tiers ten times faster on both sides:
+    every answer arrives whole, and a 429 (injected on the stream start) is waited out."""
+    quick = slowly(lambda req: _one_step(req), 0.0)
+    options = {"rate_limits": 10.0}
+    async with running_bot(
+        "local", quick, sandbox_root, monkeypatch, options, slack_ui="agent", slack_rate_scale=10
+    ) as h:
+        h.slack.fail_next("chat.startStream", status=429, retry_after=1)
+        threads = [
+            (await h.slack.post_user_message(CHANNEL, f"sum {i}?", mention=True))["ts"]
+            for i in range(8)
+        ]
+        for thread in threads:
+            await h.wait_for_text(thread, "The sum is 6.", timeout=60)
+
+    starts = h.slack.calls_to("chat.startStream")
+    assert starts[0].status == 429 and len([c for c in starts if c.status == 200]) == 8
+    # paced: the injected 429 is the only one (unpaced, the tiers answer several)
+    assert [c.method for c in h.slack.rate_limited()] == ["chat.startStream"]
+    assert all(len(streamed(h, t)) == 1 for t in threads)
+    assert not any(":warning:" in h.texts(t) for t in threads)
+
+
+def _one_step(req: ModelRequest) -> Reply:
+    if req.turn == 0:
+        return Reply([tool_use("run_code", {"language": "python", "code": "print(1+2+3)"})])
+    return Reply([text("The sum is 6.")])

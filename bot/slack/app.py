@@ -19,6 +19,7 @@ from bot.compose import Runtime, build_store
 from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
 from bot.settings import Settings
+from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
@@ -77,10 +78,22 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
         error = await bot.on_analyze(command)
         await (ack(text=error, response_type="ephemeral") if error else ack())
 
+    @app.event("app_home_opened")
+    async def home_opened(event: dict[str, Any]) -> None:
+        await bot.on_home_opened(event)
+
+    @app.event("assistant_thread_started")
+    async def thread_started(event: dict[str, Any]) -> None:
+        await bot.on_assistant_thread_started(event)
+
     @app.action(STOP_ACTION)
     async def stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        await bot.on_stop(action.get("value", ""), body.get("user", {}).get("id", ""))
+        user = body.get("user", {}).get("id", "")
+        channel = body.get("channel", {}).get("id", "")
+        message = body.get("message") or {}
+        thread_ts = message.get("thread_ts") or message.get("ts")
+        await bot.on_stop(action.get("value", ""), user, channel, thread_ts)
 
     @app.action(CONTINUE_ACTION)
     async def go_on(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -110,8 +123,7 @@ async def serve(
     client = build_client(bot_token, settings.slack_api_url, http)
     poster = SlackPoster(
         client,
-        posts_per_s=settings.slack_posts_per_s,
-        edits_per_s=settings.slack_edits_per_s,
+        rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
     files = SlackFiles(bot_token, settings.slack_api_url, http)
@@ -120,9 +132,11 @@ async def serve(
         run = await store.get_run(run_id)
         return run.user if run else ""
 
-    view_for = views(poster, settings.max_cost_usd_per_run, ui=settings.slack_ui, asker=asker)
+    agent = AgentThreads(poster) if settings.slack_ui == "agent" else None
+    view_for = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
     engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
-    bot = SlackBot(engine, poster, files, policy=Policy.from_settings(settings), store=store)
+    policy = Policy.from_settings(settings)
+    bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent)
     sweeper = runtime.orphan_sweeper(engine)
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
     try:

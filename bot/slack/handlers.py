@@ -7,7 +7,10 @@ import asyncio
 import logging
 import re
 import time
+import uuid
 from typing import Any
+
+from slack_sdk.errors import SlackApiError
 
 from bot.agent.prompt import DataFile
 from bot.datacard import for_slack
@@ -17,6 +20,7 @@ from bot.sessions.files import FileRejected, checked
 from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.sessions.run import error_ref
 from bot.slack import render
+from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
@@ -42,13 +46,16 @@ class SlackBot:
         *,
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
         store: Store | None = None,
+        agent: AgentThreads | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
+        self.agent = agent  # Slack's agent style; None: classic
         self.policy = policy
         self.poster = poster
         self.files = files
         self.seen = Seen()
+        self._prompted: set[str] = set()  # DMs whose Messages tab has its prompts
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- Slack inputs --
@@ -61,7 +68,6 @@ class SlackBot:
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or event["ts"])
         if await self._refused(ref, event):
             return
-        await self.poster.react(ref.channel, event["ts"], "eyes")
         await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
 
     async def on_message(
@@ -100,8 +106,24 @@ class SlackBot:
         task.add_done_callback(self._tasks.discard)
         return None
 
-    async def on_stop(self, run_id: str, user: str) -> None:
-        await self.engine.stop(run_id, user)
+    async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
+        if not await self.engine.stop(run_id, user) and channel:
+            await self.poster.ephemeral(channel, user, "That run has already ended.", thread_ts)
+
+    async def on_home_opened(self, event: dict[str, Any]) -> None:
+        """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
+        in this process)."""
+        channel = event.get("channel") or ""
+        if self.agent is None or event.get("tab") != "messages" or channel in self._prompted:
+            return
+        self._prompted.add(channel)
+        await self._suggest(channel, None)
+
+    async def on_assistant_thread_started(self, event: dict[str, Any]) -> None:
+        """A new assistant thread (workspaces with the older assistant view): its prompts."""
+        thread = event.get("assistant_thread") or {}
+        if self.agent is not None and thread.get("channel_id") and thread.get("thread_ts"):
+            await self._suggest(thread["channel_id"], thread["thread_ts"])
 
     async def on_feedback(self, block_id: str, value: str, user: str) -> None:
         """A click of an answer's feedback buttons, recorded against its run."""
@@ -135,30 +157,63 @@ class SlackBot:
         return refusal is not None
 
     async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
+        files = event.get("files") or []
+        agent = await self._first_sign(ref, event, files) if question or files else False
+        new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
-        await self._take_files(ref, event.get("files") or [])
+        if new and question and ref.channel.startswith("D"):
+            await self._title(ref, question)
+        notes = [await self._take_file(ref, file) for file in files]
+        if agent and question and self.agent is not None:
+            self.agent.hold(ref.key, notes)  # the run shows them, in its one message
+        else:
+            for note in notes:
+                await self.poster.post(ref.channel, ref.ts, note.text)
         if question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
-        elif not event.get("files"):
+        elif not files:
             await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
 
-    async def _take_files(self, ref: ThreadRef, files: list[dict]) -> None:
-        for file in files:
-            name = safe_display(file.get("name") or file.get("id", "file"))
-            try:
-                taken = await self._take_file(ref, file, name)
-            except BotError as exc:
-                await self.poster.post(ref.channel, ref.ts, f":no_entry_sign: {exc}")
-                continue
-            except Exception as exc:
-                ref_id = error_ref(exc, f"taking in {name}")
-                await self.poster.post(
-                    ref.channel, ref.ts, f":warning: Could not read {name} (ref {ref_id})."
-                )
-                continue
-            await self.poster.post(ref.channel, ref.ts, intake_note(name, taken))
+    async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list) -> bool:
+        """Show at once that the question was seen: the thread's status in the agent style
+        (True), else :eyes: on the message."""
+        if self.agent is not None and self.agent.allowed(ref.team):
+            names = [safe_display(f.get("name") or "file") for f in files]
+            loading = [f"Reading {name}…" for name in names[:10]] or ["Reading the question…"]
+            if await self.agent.set_status(ref, loading):
+                return True
+        await self.poster.react(ref.channel, event["ts"], "eyes")
+        return False
 
-    async def _take_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
+    async def _title(self, ref: ThreadRef, question: str) -> None:
+        """A DM thread is titled after its first question."""
+        title = " ".join(question.split())
+        try:
+            await self.poster.set_title(ref.channel, ref.ts, title[:60])
+        except SlackApiError as exc:
+            log.info("could not title the thread: %s", exc.response.get("error"))
+
+    async def _suggest(self, channel: str, thread_ts: str | None) -> None:
+        try:
+            await self.poster.suggest(channel, thread_ts, SUGGESTED_PROMPTS)
+        except SlackApiError as exc:
+            log.info("could not offer the suggested prompts: %s", exc.response.get("error"))
+
+    async def _take_file(self, ref: ThreadRef, file: dict[str, Any]) -> FileNote:
+        """Take one file in; the note on it says how that went."""
+        name = safe_display(file.get("name") or file.get("id", "file"))
+        try:
+            taken = await self._add_file(ref, file, name)
+        except BotError as exc:
+            return _note(f":no_entry_sign: {exc}", f"Skipped {name}", str(exc), ok=False)
+        except Exception as exc:
+            said = f"Could not read {name} (ref {error_ref(exc, f'taking in {name}')})."
+            return _note(f":warning: {said}", f"Could not read {name}", said, ok=False)
+        text = intake_note(name, taken)
+        card = "\n".join(for_slack(card) for card in taken.cards) or _size(taken.size)
+        return _note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
+
+    async def _add_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
         kind = data_kind(file)
         if kind is None:
             raise FileRejected(
@@ -197,6 +252,17 @@ def intake_note(name: str, taken: DataFile) -> str:
     cards = "\n".join(for_slack(card) for card in taken.cards)
     first, _, rest = cards.partition("\n")
     return f":inbox_tray: {first} → `{taken.path}`" + (f"\n{rest}" if rest else "")
+
+
+def _note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
+    task = {
+        "type": "task_update",
+        "id": f"file-{uuid.uuid4().hex[:8]}",
+        "title": title[:120],
+        "status": "complete" if ok else "error",
+        "output": output[: render.EXCERPT_MAX],
+    }
+    return FileNote(text, task)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
-"""Every write the bot makes to Slack, paced to stay inside Slack's rate limits.
+"""Every write the bot makes to Slack, paced to stay inside Slack's rate tiers (pacing.py).
 
 Posts go out in order, a few at once at most per channel; edits of one message are
-coalesced (only the newest text is sent) and paced across the workspace. A 429 is waited
-out by the client's retry handler, honouring Retry-After.
+coalesced (only the newest text is sent). A 429 that still comes (another process sharing
+the workspace's limits, say) is waited out by the client's retry handler (Retry-After).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -19,28 +18,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.scrub import NO_SECRETS, Scrubber
+from bot.slack.pacing import OnWait, Pacer
 
 log = logging.getLogger(__name__)
-
-
-class TokenBucket:
-    """`rate` calls per second on average, `burst` at once."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self._rate, self._burst = rate, burst
-        self._tokens, self._stamp = float(burst), time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def take(self) -> None:
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
-                self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await asyncio.sleep((1 - self._tokens) / self._rate)
 
 
 @dataclass
@@ -56,19 +36,13 @@ class SlackPoster:
         self,
         client: AsyncWebClient,
         *,
-        posts_per_s: float = 1.0,
-        edits_per_s: float = 0.8,
+        rate_scale: float = 1.0,
         scrubber: Scrubber = NO_SECRETS,
     ) -> None:
         self.client = client
         self.scrub = scrubber
-        self._posts: defaultdict[str, TokenBucket] = defaultdict(
-            lambda: TokenBucket(posts_per_s, burst=5)
-        )
-        self._edits = TokenBucket(edits_per_s, burst=10)
-        # appendStream is Tier 4 (100+ a minute), twice chat.update's Tier 3; startStream and
-        # stopStream are Tier 2 but come once per run.
-        self._appends = TokenBucket(edits_per_s * 2, burst=10)
+        self.pacer = Pacer(rate_scale)
+        self._replied: dict[tuple[str, str], float] = {}  # thread -> its last reply from us
         self._pending: dict[str, _Edit] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
 
@@ -76,14 +50,23 @@ class SlackPoster:
         self, channel: str, thread_ts: str | None, text: str, blocks: list[dict] | None = None
     ) -> str:
         """Post a message (in a thread when `thread_ts`); returns its ts."""
-        await self._posts[channel].take()
+        await self.pacer.take("chat.postMessage", channel)
         response = await self.client.chat_postMessage(
             channel=channel,
             thread_ts=thread_ts,
             text=self.scrub.text(text),
             blocks=self.scrub.data(blocks),
         )
+        self._reply(channel, thread_ts)
         return str(response["ts"])
+
+    def replied_at(self, channel: str, thread_ts: str) -> float:
+        """When the bot last posted in the thread (0 if never, in this process)."""
+        return self._replied.get((channel, thread_ts), 0.0)
+
+    def _reply(self, channel: str, thread_ts: str | None) -> None:
+        if thread_ts:
+            self._replied[(channel, thread_ts)] = time.monotonic()
 
     def edit(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
         """Replace a message's content soon; a newer edit of it supersedes this one."""
@@ -99,6 +82,7 @@ class SlackPoster:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def react(self, channel: str, ts: str, name: str) -> None:
+        await self.pacer.take("reactions.add")
         try:
             await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:
@@ -106,14 +90,23 @@ class SlackPoster:
                 log.warning("could not add :%s: to %s: %s", name, ts, exc.response.get("error"))
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
+        await self.pacer.take("chat.postEphemeral")
         await self.client.chat_postEphemeral(
             channel=channel, user=user, text=self.scrub.text(text), thread_ts=thread_ts
         )
 
-    async def upload(self, channel: str, thread_ts: str, files: list[dict[str, Any]]) -> None:
+    async def upload(
+        self,
+        channel: str,
+        thread_ts: str,
+        files: list[dict[str, Any]],
+        on_wait: OnWait | None = None,
+    ) -> None:
         """Attach files to a thread (files_upload_v2), their contents scrubbed."""
+        await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
         clean = [{**f, "content": self.scrub.bytes(f["content"])} for f in files]
         await self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
+        self._reply(channel, thread_ts)
 
     async def set_status(
         self, channel: str, thread_ts: str, status: str, loading: list[str] | None = None
@@ -127,10 +120,15 @@ class SlackPoster:
         )
 
     async def start_stream(
-        self, channel: str, thread_ts: str, recipient: tuple[str, str], chunks: list[dict]
+        self,
+        channel: str,
+        thread_ts: str,
+        recipient: tuple[str, str],
+        chunks: list[dict],
+        on_wait: OnWait | None = None,
     ) -> str:
         """Start a streamed reply in a thread, for (user, team); returns its ts."""
-        await self._posts[channel].take()
+        await self.pacer.take("chat.startStream", on_wait=on_wait)
         response = await self.client.chat_startStream(
             channel=channel,
             thread_ts=thread_ts,
@@ -139,19 +137,49 @@ class SlackPoster:
             chunks=self.scrub.data(chunks),
             task_display_mode="plan",
         )
+        self._reply(channel, thread_ts)
         return str(response["ts"])
 
-    async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
-        await self._appends.take()
+    async def append_stream(
+        self, channel: str, ts: str, chunks: list[dict], on_wait: OnWait | None = None
+    ) -> None:
+        await self.pacer.take("chat.appendStream", on_wait=on_wait)
         await self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.scrub.data(chunks))
 
-    async def stop_stream(self, channel: str, ts: str, blocks: list[dict] | None) -> None:
-        await self._appends.take()
-        await self.client.chat_stopStream(channel=channel, ts=ts, blocks=self.scrub.data(blocks))
+    async def stop_stream(
+        self,
+        channel: str,
+        ts: str,
+        chunks: list[dict],
+        blocks: list[dict] | None,
+        on_wait: OnWait | None = None,
+    ) -> None:
+        """End a stream with its last `chunks` and `blocks` at the bottom."""
+        await self.pacer.take("chat.stopStream", on_wait=on_wait)
+        await self.client.chat_stopStream(
+            channel=channel,
+            ts=ts,
+            chunks=self.scrub.data(chunks) or None,
+            blocks=self.scrub.data(blocks),
+        )
+
+    async def set_title(self, channel: str, thread_ts: str, title: str) -> None:
+        """A DM thread's title (agent and assistant views)."""
+        await self.pacer.take("assistant.threads.setTitle")
+        await self.client.assistant_threads_setTitle(
+            channel_id=channel, thread_ts=thread_ts, title=self.scrub.text(title)
+        )
+
+    async def suggest(self, channel: str, thread_ts: str | None, prompts: list[dict]) -> None:
+        """Suggested prompts for a DM (pinned to its Messages tab without `thread_ts`)."""
+        await self.pacer.take("assistant.threads.setSuggestedPrompts")
+        await self.client.assistant_threads_setSuggestedPrompts(
+            channel_id=channel, thread_ts=thread_ts, prompts=prompts
+        )
 
     async def _flush(self, ts: str) -> None:
         while edit := self._pending.pop(ts, None):
-            await self._edits.take()
+            await self.pacer.take("chat.update")
             try:
                 await self.client.chat_update(
                     channel=edit.channel, ts=edit.ts, text=edit.text, blocks=edit.blocks

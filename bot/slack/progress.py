@@ -46,7 +46,7 @@ class SlackProgress:
                 ts = await self._poster.post(self._channel, self._thread_ts, text, blocks)
                 self._steps[event.call_id] = (step, ts, event)
                 self._show(":gear: Working on it…", stoppable=True)
-            case ToolCallFinished():
+            case ToolCallFinished() if event.call_id in self._steps:
                 step, ts, started = self._steps[event.call_id]
                 text, blocks = render.tool_finished(step, started, event)
                 self._poster.edit(self._channel, ts, text, blocks)

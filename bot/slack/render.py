@@ -6,9 +6,9 @@ from typing import Any
 
 from bot.agent.clip import clip
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+from bot.slack import markdown_split
 
 SECTION_MAX = 3000  # characters in a section block's text
-MARKDOWN_MAX = 11_000  # a markdown block may hold 12,000; keep room for the rest
 CODE_MAX = 2400
 EXCERPT_MAX = 600
 STOP_ACTION = "stop_run"
@@ -64,31 +64,18 @@ def tool_finished(
 
 def status(text: str, *, run_id: str | None) -> list[dict[str, Any]]:
     """The run's status line, with a Stop button while the run can be stopped."""
-    blocks: list[dict[str, Any]] = [section(text)]
-    if run_id:
-        button = {
-            "type": "button",
-            "action_id": STOP_ACTION,
-            "value": run_id,
-            "style": "danger",
-            "text": {"type": "plain_text", "text": "Stop"},
-        }
-        blocks.append({"type": "actions", "elements": [button]})
-    return blocks
+    return [section(text), stop_button(run_id)] if run_id else [section(text)]
 
 
-def answer_parts(answer: str) -> list[str]:
-    """Split a long answer at paragraph boundaries into pieces a markdown block can hold."""
-    parts, current = [], ""
-    for paragraph in answer.split("\n\n"):
-        for start in range(0, max(len(paragraph), 1), MARKDOWN_MAX):
-            piece = paragraph[start : start + MARKDOWN_MAX]
-            if current and len(current) + 2 + len(piece) > MARKDOWN_MAX:
-                parts.append(current)
-                current = piece
-            else:
-                current = f"{current}\n\n{piece}" if current else piece
-    return [*parts, current]
+def stop_button(run_id: str) -> dict[str, Any]:
+    button = {
+        "type": "button",
+        "action_id": STOP_ACTION,
+        "value": run_id,
+        "style": "danger",
+        "text": {"type": "plain_text", "text": "Stop"},
+    }
+    return {"type": "actions", "elements": [button]}
 
 
 def footer(result: RunFinished, duration_s: float) -> str:
@@ -113,7 +100,7 @@ def continue_button(text: str, key: str, allowance_usd: float) -> list[dict[str,
 
 def answer_messages(result: RunFinished, duration_s: float) -> list[tuple[str, list[dict]]]:
     """The answer as one or more messages of markdown blocks; the footer on the last."""
-    parts = answer_parts(result.answer)
+    parts = markdown_split.split(result.answer)
     messages = []
     for i, part in enumerate(parts):
         blocks: list[dict[str, Any]] = [{"type": "markdown", "text": part or " "}]

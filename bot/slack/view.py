@@ -4,7 +4,6 @@ fresh one each time), drawing the run's progress, answer, files and notes."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Literal
 
 from bot.agent.events import RunFinished
 from bot.sessions.events import (
@@ -20,7 +19,8 @@ from bot.sessions.events import (
     ViewFor,
 )
 from bot.slack import render
-from bot.slack.agent_view import AgentRun, AgentSupport
+from bot.slack.agent_threads import AgentThreads
+from bot.slack.agent_view import AgentRun
 from bot.slack.poster import SlackPoster
 from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
@@ -68,17 +68,16 @@ def views(
     poster: SlackPoster,
     continue_usd: float,
     *,
-    ui: Literal["agent", "classic"] = "classic",
+    agent: AgentThreads | None = None,
     asker: Asker = nobody,
 ) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
-    `continue_usd`: what a Continue button adds; `ui`: Slack's agent style (streamed
-    message, thread status) or the classic messages; `asker`: whom a stream is for."""
-    support = AgentSupport() if ui == "agent" else None
+    `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
+    message, thread status), else the classic messages; `asker`: whom a stream is for."""
 
     def view_for(key: str) -> ThreadView:
         ref = ThreadRef.parse(key)
-        return SlackView(poster, ref, continue_usd, support, asker) if ref else ignore
+        return SlackView(poster, ref, continue_usd, agent, asker) if ref else ignore
 
     return view_for
 
@@ -89,13 +88,13 @@ class SlackView:
         poster: SlackPoster,
         ref: ThreadRef,
         continue_usd: float,
-        support: AgentSupport | None = None,
+        agent: AgentThreads | None = None,
         asker: Asker = nobody,
     ) -> None:
         self._poster = poster
         self._ref = ref
         self._continue_usd = continue_usd
-        self._support, self._asker = support, asker
+        self._agent, self._asker = agent, asker
         self._progress: SlackProgress | AgentRun | None = None
         self._finished: RunFinished | None = None
 
@@ -112,6 +111,7 @@ class SlackView:
             case RunInterrupted():
                 await self._say(INTERRUPTED_NOTE)
             case BudgetSpent():
+                await self._release_held()
                 await self._budget_spent(event)
             case SandboxSuspended():
                 await self._say(IDLE_NOTE)
@@ -123,9 +123,9 @@ class SlackView:
 
     async def _begin(self, run_id: str) -> SlackProgress | AgentRun:
         """The agent style where the workspace allows it, else the classic one."""
-        if self._support is not None and self._support.allowed(self._ref.team):
+        if self._agent is not None and self._agent.allowed(self._ref.team):
             user = await self._asker(run_id)
-            run = AgentRun(self._poster, self._ref, run_id, user, self._support)
+            run = AgentRun(self._agent, self._ref, run_id, user)
             if await run.begin():
                 return run
         progress = SlackProgress(self._poster, self._ref.channel, self._ref.ts, run_id)
@@ -136,6 +136,11 @@ class SlackView:
     def _run(self) -> SlackProgress | AgentRun:
         assert self._progress is not None, "run events come after RunStarted"
         return self._progress
+
+    async def _release_held(self) -> None:
+        """Notes on files held for a run that will not come: posted as they are."""
+        for note in self._agent.claim(self._ref.key) if self._agent else []:
+            await self._say(note.text)
 
     async def _say(self, text: str, blocks: list[dict] | None = None) -> None:
         await self._poster.post(self._ref.channel, self._ref.ts, text, blocks)
@@ -156,7 +161,8 @@ class SlackView:
         if not any(u["filename"] == "report.md" for u in uploads):
             await self._say("_No report.md was written this time._")
         if uploads:
-            await self._poster.upload(self._ref.channel, self._ref.ts, uploads)
+            waiting = self._progress.waiting if isinstance(self._progress, AgentRun) else None
+            await self._poster.upload(self._ref.channel, self._ref.ts, uploads, waiting)
         if self._finished.stop == "budget":
             note = f"I stopped at this run's budget of ${self._finished.budget_usd or 0:.2f}."
             await self._say(note, render.continue_button(note, self._ref.key, self._continue_usd))

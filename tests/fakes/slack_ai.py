@@ -23,8 +23,13 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   ``message_not_in_streaming_state`` to ``chat.appendStream`` and ``chat.stopStream``; the
   message stays as it was and ``chat.update`` can still edit it.
 - The stored message's ``text`` is all its markdown; its blocks are a ``plan`` block of
-  ``task_card``s (details and output kept as given, plain strings), a ``markdown`` block,
-  then the blocks given to ``chat.stopStream``.
+  ``task_card``s (details and output kept as given, plain strings), the blocks of
+  ``blocks`` chunks (they stay: stopping a stream does not take them away), a ``markdown``
+  block, then the blocks given to ``chat.stopStream``, added at the bottom.
+- ``assistant.threads.setSuggestedPrompts`` takes 1 to 4 prompts of ``title`` and
+  ``message``; without ``thread_ts`` they are pinned to the DM's Messages tab (agent view).
+  ``assistant.threads.setTitle`` needs an existing thread and a title. Both need
+  ``assistant:write``.
 - ``ai_refusal`` (say ``feature_not_enabled``) makes all four methods answer that error,
   like a workspace without the feature.
 """
@@ -39,6 +44,7 @@ from tests.fakes.slack_common import Json, SlackError
 
 MAX_MARKDOWN = 12_000
 MAX_LOADING_MESSAGES = 10
+MAX_PROMPTS = 4
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 DISPLAY_MODES = frozenset({"timeline", "plan"})
@@ -69,7 +75,8 @@ class Stream:
     tasks: dict[str, Json] = field(default_factory=dict)
     text: str = ""
     stopped: bool = False
-    final_blocks: list[Json] = field(default_factory=list)
+    blocks: list[Json] = field(default_factory=list)  # from `blocks` chunks
+    final_blocks: list[Json] = field(default_factory=list)  # given to chat.stopStream
     calls: int = 0  # start, appends and stop
 
 
@@ -81,6 +88,8 @@ class AssistantFeatures:
     ai_refusal: str | None
     statuses: list[StatusChange]
     streams: dict[str, Stream]
+    prompts: list[Json]  # each setSuggestedPrompts call's channel, thread_ts and prompts
+    titles: dict[tuple[str, str], str]  # (channel, thread_ts) -> title
 
     # provided by FakeSlack
     find_message: Any
@@ -95,6 +104,8 @@ class AssistantFeatures:
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
+            "assistant.threads.setSuggestedPrompts": self._set_suggested_prompts,
+            "assistant.threads.setTitle": self._set_title,
         }
 
     # -- inspecting
@@ -124,6 +135,34 @@ class AssistantFeatures:
             raise SlackError("invalid_arguments")
         status = str(args["status"])
         self.statuses.append(StatusChange(channel, thread_ts, status, tuple(map(str, loading))))
+        return {}
+
+    def _set_suggested_prompts(self, args: Json) -> Json:
+        channel = str(args.get("channel_id") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        thread_ts = str(args.get("thread_ts") or "")
+        if thread_ts and self.find_message(channel, thread_ts) is None:
+            raise SlackError("invalid_thread_ts")
+        prompts = args.get("prompts")
+        if not isinstance(prompts, list) or not 1 <= len(prompts) <= MAX_PROMPTS:
+            raise SlackError("invalid_arguments")
+        for prompt in prompts:
+            if not isinstance(prompt, dict) or not prompt.get("title") or not prompt.get("message"):
+                raise SlackError("invalid_arguments")
+        self.prompts.append({"channel": channel, "thread_ts": thread_ts, "prompts": prompts})
+        return {}
+
+    def _set_title(self, args: Json) -> Json:
+        channel = str(args.get("channel_id") or "")
+        thread_ts = str(args.get("thread_ts") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        if not thread_ts or self.find_message(channel, thread_ts) is None:
+            raise SlackError("invalid_thread_ts")
+        if not str(args.get("title") or "").strip():
+            raise SlackError("invalid_arguments")
+        self.titles[(channel, thread_ts)] = str(args["title"])
         return {}
 
     def _clear_status(self, channel: str, thread_ts: str | None) -> None:
@@ -169,7 +208,7 @@ class AssistantFeatures:
         blocks = args.get("blocks")
         self._apply(stream, args)
         if blocks:
-            stream.final_blocks = self._checked_blocks(blocks)
+            stream.final_blocks += self._checked_blocks(blocks)
         stream.stopped = True
         self._render(stream, message)
         return {"channel": stream.channel, "ts": stream.ts, "message": dict(message)}
@@ -216,6 +255,7 @@ class AssistantFeatures:
         if stream.tasks or stream.plan_title:
             tasks = [{"type": "task_card", **t} for t in stream.tasks.values()]
             blocks.append({"type": "plan", "title": stream.plan_title, "tasks": tasks})
+        blocks += stream.blocks
         if stream.text:
             blocks.append({"type": "markdown", "text": stream.text})
         message["text"] = stream.text
@@ -250,7 +290,7 @@ def _add(stream: Stream, chunk: Json, checked_blocks: Any) -> None:
         case "plan_update":
             stream.plan_title = chunk["title"]
         case "blocks":
-            stream.final_blocks += checked_blocks(chunk["blocks"])
+            stream.blocks += checked_blocks(chunk["blocks"])
         case "task_update":
             task = stream.tasks.setdefault(chunk["id"], {"task_id": chunk["id"]})
             keep = ("title", "status", "details", "output", "sources")

@@ -48,6 +48,7 @@ from aiohttp import BodyPartReader, WSMsgType, web
 from tests.fakes.loopback import serve
 from tests.fakes.slack_ai import AssistantFeatures, StatusChange, Stream
 from tests.fakes.slack_common import Json, SlackError
+from tests.fakes.slack_rates import RateLimits
 
 __all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
 
@@ -63,6 +64,7 @@ DEFAULT_SCOPES = (
     "groups:history",
     "im:history",
     "reactions:write",
+    "assistant:write",
 )
 METHOD_SCOPES = {
     "chat.postMessage": "chat:write",
@@ -80,6 +82,8 @@ METHOD_SCOPES = {
     "chat.startStream": "chat:write",
     "chat.appendStream": "chat:write",
     "chat.stopStream": "chat:write",
+    "assistant.threads.setSuggestedPrompts": "assistant:write",
+    "assistant.threads.setTitle": "assistant:write",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
@@ -363,6 +367,7 @@ class FakeSlack(AssistantFeatures):
         connect_wait_s: float = 5.0,
         stream_lifetime_s: float | None = None,
         ai_refusal: str | None = None,
+        rate_limits: float | None = None,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -377,8 +382,12 @@ class FakeSlack(AssistantFeatures):
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
+        # Slack's rate tiers, time sped up by this factor (slack_rates); None: no limits
+        self.rate_limits = RateLimits(rate_limits) if rate_limits else None
         self.statuses: list[StatusChange] = []
         self.streams: dict[str, Stream] = {}
+        self.prompts: list[Json] = []
+        self.titles: dict[tuple[str, str], str] = {}
 
         self.base_url = ""
         self.api_url = ""
@@ -686,6 +695,8 @@ class FakeSlack(AssistantFeatures):
             call.args = await self._read_args(request)
             if faults := self._faults.get(method):
                 return self._fault_response(call, faults.popleft())
+            if wait := self._rate_limited(method, call.args):
+                return self._fault_response(call, _Fault(429, wait, "ratelimited"))
             handler = self._methods.get(method)
             if handler is None:
                 raise SlackError("unknown_method", req_method=method)
@@ -720,6 +731,16 @@ class FakeSlack(AssistantFeatures):
         headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
         body = {"ok": False, "error": fault.error}
         return web.json_response(body, status=fault.status, headers=headers)
+
+    def _rate_limited(self, method: str, args: Json) -> int | None:
+        if self.rate_limits is None:
+            return None
+        channel = str(args.get("channel") or args.get("channel_id") or "")
+        return self.rate_limits.retry_after(method, self.team_id, channel)
+
+    def rate_limited(self) -> list[ApiCall]:
+        """The calls answered 429, injected or by the rate tiers."""
+        return [c for c in self.calls if c.status == 429]
 
     def _authorize(self, method: str, headers: dict[str, str], args: Json) -> None:
         auth = headers.get("authorization", "")
