@@ -142,3 +142,50 @@ async def test_a_workspace_without_the_feature_refuses() -> None:
         assert await error_of(start(client, ts)) == "feature_not_enabled"
         status = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts=ts, status="x")
         assert await error_of(status) == "feature_not_enabled"
+
+
+async def test_blocks_chunks_stay_and_stop_blocks_go_under_them(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    ts = await thread(slack)
+    stop = {"type": "actions", "elements": [{"type": "button", "action_id": "stop", "text": {}}]}
+    stream_ts = await start(client, ts, chunks=[{"type": "blocks", "blocks": [stop]}])
+    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
+    await client.chat_stopStream(
+        channel=CHANNEL, ts=stream_ts, markdown_text="Done.", blocks=[feedback]
+    )
+    blocks = slack.find_message(CHANNEL, stream_ts)["blocks"]
+    assert [b["type"] for b in blocks] == ["actions", "markdown", "context_actions"]
+
+
+async def test_suggested_prompts_and_titles(slack: FakeSlack, client: AsyncWebClient) -> None:
+    ts = await thread(slack)
+    prompt = {"title": "Explore", "message": "What is in this file?"}
+    await client.assistant_threads_setSuggestedPrompts(channel_id="D0DM00001", prompts=[prompt])
+    await client.assistant_threads_setTitle(channel_id=CHANNEL, thread_ts=ts, title="Growth")
+    assert slack.prompts == [{"channel": "D0DM00001", "thread_ts": "", "prompts": [prompt]}]
+    assert slack.titles == {(CHANNEL, ts): "Growth"}
+    five = client.assistant_threads_setSuggestedPrompts(channel_id=CHANNEL, prompts=[prompt] * 5)
+    assert await error_of(five) == "invalid_arguments"
+    untitled = client.assistant_threads_setTitle(channel_id=CHANNEL, thread_ts="1.2", title="x")
+    assert await error_of(untitled) == "invalid_thread_ts"
+
+
+async def test_rate_tiers_answer_429_with_retry_after() -> None:
+    async with FakeSlack(rate_limits=1.0) as slack:
+        client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+        ts = await thread(slack)
+        for _ in range(4):  # Tier 2: 20 a minute, bursts of 4
+            await start(client, ts)
+        with pytest.raises(SlackApiError) as err:
+            await start(client, ts)
+        assert err.value.response.status_code == 429
+        assert err.value.response["error"] == "ratelimited"
+        assert int(err.value.response.headers["Retry-After"]) == 3
+        for _ in range(3):  # posts: one a second per channel, bursts of 3
+            await client.chat_postMessage(channel=CHANNEL, text="hi")
+        busy = client.chat_postMessage(channel=CHANNEL, text="hi")
+        assert await error_of(busy) == "ratelimited"
+        await client.chat_postMessage(channel="C0OTHER01", text="another channel is free")
+        status = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts=ts, status="x")
+        assert (await status)["ok"]  # no published limit: not limited

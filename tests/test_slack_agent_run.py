@@ -1,0 +1,72 @@
+"""One run's agent view against the fake Slack, through the real slack_sdk client: the
+status kept fresh while a run goes, and a sign in the thread while Slack's rate limits hold
+a call back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent.events import RunFinished, ToolCallStarted
+from bot.agent.usage import Usage
+from bot.slack.agent_threads import STATUS, AgentThreads
+from bot.slack.agent_view import AgentRun
+from bot.slack.poster import SlackPoster
+from bot.slack.threads import ThreadRef
+from tests.fakes.slack_api import FakeSlack
+
+CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"
+STEP = ToolCallStarted("toolu_1", "run_code", "python", "print(1)")
+DONE = RunFinished("Done.", turns=2, usage=Usage(), cost_usd=0.01, stop="end_turn")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack(rate_limits=1.0) as fake:
+        yield fake
+
+
+def thread_of(slack: FakeSlack, rate_scale: float = 1000) -> tuple[AgentThreads, ThreadRef]:
+    client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+    ts = slack.add_user_message(CHANNEL, "<@U0BOT0001> how many?")["ts"]
+    return AgentThreads(SlackPoster(client, rate_scale=rate_scale)), ThreadRef(TEAM, CHANNEL, ts)
+
+
+async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(
+    slack: FakeSlack,
+) -> None:
+    threads, ref = thread_of(slack)
+    run = AgentRun(threads, ref, "run-1", HUMAN, refresh_s=0.1)
+    assert await run.begin()
+    await run(STEP)  # starts the stream, which clears the status
+    await slack.wait_for(lambda: slack.status_history(CHANNEL, ref.ts).count(STATUS) >= 3)
+    await run(DONE)
+
+    history = slack.status_history(CHANNEL, ref.ts)
+    after_stream = [s for s in slack.statuses if s.at > slack.calls_to("chat.startStream")[0].at]
+    assert any(s.loading_messages == ("Step 1 · python: print(1)",) for s in after_stream)
+    assert history[-1] == ""  # cleared by the bot: the streamed message was no new reply
+
+
+async def test_a_wait_for_slacks_rate_limits_is_shown(slack: FakeSlack) -> None:
+    threads, ref = thread_of(slack, rate_scale=1.0)
+    for _ in range(4):  # other runs took Tier 2's burst of stream starts
+        await threads.poster.pacer.take("chat.startStream")
+    run = AgentRun(threads, ref, "run-1", HUMAN)
+    assert await run.begin()
+    await run(STEP)  # waits about 3 s for its start; the status says so meanwhile
+    await run(DONE)
+
+    waits = [s for s in slack.statuses if s.loading_messages[:1] != ("Reading the question…",)]
+    first = waits[0]
+    assert first.status == STATUS and first.loading_messages[0].startswith("Waiting about")
+    assert first.at < slack.calls_to("chat.startStream")[0].at
+    assert not slack.rate_limited()
