@@ -58,15 +58,23 @@ async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(
 
 async def test_a_wait_for_slacks_rate_limits_is_shown(slack: FakeSlack) -> None:
     threads, ref = thread_of(slack, rate_scale=1.0)
-    for _ in range(4):  # other runs took Tier 2's burst of stream starts
+    for _ in range(3):  # other runs took the burst of stream starts (Tier 2)
         await threads.poster.pacer.take("chat.startStream")
     run = AgentRun(threads, ref, "run-1", HUMAN)
     assert await run.begin()
-    await run(STEP)  # waits about 3 s for its start; the status says so meanwhile
+    await run(STEP)  # the stream's start waits about 3 s; the status says so meanwhile
+    await slack.wait_for(lambda: waiting(slack))
+    await slack.wait_for(lambda: slack.calls_to("chat.startStream"))
     await run(DONE)
 
-    waits = [s for s in slack.statuses if s.loading_messages[:1] != ("Reading the question…",)]
-    first = waits[0]
-    assert first.status == STATUS and first.loading_messages[0].startswith("Waiting about")
+    [first] = waiting(slack)
+    assert first.status == STATUS and first.loading_messages[1] == "Step 1 · python: print(1)"
+    assert 2 < int(first.loading_messages[0].split()[2].rstrip("s")) <= 4
     assert first.at < slack.calls_to("chat.startStream")[0].at
+    [stream] = slack.streams.values()
+    assert stream.stopped and "Done." in stream.text
     assert not slack.rate_limited()
+
+
+def waiting(slack: FakeSlack) -> list:
+    return [s for s in slack.statuses if s.status and s.loading_messages[0].startswith("Wait")]

@@ -204,7 +204,9 @@ async def test_a_question_with_tools_is_answered_under_enforced_rate_tiers(
     sandbox_root: Path, monkeypatch
 ) -> None:
     """Eight threads at once in one channel, Slack's tiers ten times faster on both sides:
-    every answer arrives whole, and a 429 (injected on the stream start) is waited out."""
+    every answer arrives once and whole (in its stream, or in a message of its own for a
+    run that ended before Slack let its stream start), and a 429 (injected on a stream's
+    start) is waited out."""
     quick = slowly(lambda req: _one_step(req), 0.0)
     options = {"rate_limits": 10.0}
     async with running_bot(
@@ -219,10 +221,12 @@ async def test_a_question_with_tools_is_answered_under_enforced_rate_tiers(
             await h.wait_for_text(thread, "The sum is 6.", timeout=60)
 
     starts = h.slack.calls_to("chat.startStream")
-    assert starts[0].status == 429 and len([c for c in starts if c.status == 200]) == 8
+    assert starts[0].status == 429 and any(c.status == 200 for c in starts)
     # paced: the injected 429 is the only one (unpaced, the tiers answer several)
     assert [c.method for c in h.slack.rate_limited()] == ["chat.startStream"]
-    assert all(len(streamed(h, t)) == 1 for t in threads)
+    answers = [[m for m in visible(h, t) if "The sum is 6." in m["text"]] for t in threads]
+    assert all(len(a) == 1 for a in answers)
+    assert all("context_actions" in str(visible(h, t)[-1]["blocks"]) for t in threads)
     assert not any(":warning:" in h.texts(t) for t in threads)
 
 

@@ -2,8 +2,10 @@
 naming the current step), then one streamed message holding a plan, with a task per file
 that came with the question and per tool call, a Stop button, and at the end the answer,
 its footer and feedback buttons. The stream starts with the first thing to show, so a run
-that only answers is one plain message. A workspace that refuses streaming or status gets
-the classic rendering instead (remembered per workspace, logged once)."""
+that only answers (or ends before Slack's limits let its stream start) is one plain
+message. Nothing here makes the run wait for Slack but its last message. A workspace that
+refuses streaming or status gets the classic rendering instead (remembered per workspace,
+logged once)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,10 @@ import contextlib
 import logging
 import time
 
-from slack_sdk.errors import SlackApiError
-
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import render
-from bot.slack.agent_threads import REFUSALS, AgentThreads
-from bot.slack.live_message import Chunk, LiveMessage
+from bot.slack.agent_threads import AgentThreads
+from bot.slack.live_message import LiveMessage
 from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
 
@@ -37,13 +37,13 @@ class AgentRun:
         *,
         refresh_s: float = STATUS_REFRESH_S,
     ) -> None:
-        self._threads, self._ref, self._run_id = threads, ref, run_id
+        self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
         self._started = time.monotonic()
         self._refresh_s = refresh_s
         self._steps: dict[str, int] = {}
         self._loading = ["Reading the question…"]
-        self._live = LiveMessage(threads.poster, ref, user, on_wait=self.waiting)
-        self._opening: list[Chunk] = []  # what the stream starts with, besides the plan
+        self._notes: list[str] = []  # the held file notes, should the stream never start
+        self._live: LiveMessage | None = None
         self._classic: SlackProgress | None = None  # when the stream was refused mid-run
         self._refresher: asyncio.Task[None] | None = None
 
@@ -56,13 +56,24 @@ class AgentRun:
         showing = self._threads.status_showing(self._ref)
         if not showing and not await self._threads.set_status(self._ref, self._loading):
             return False
-        self._opening = [note.task for note in self._threads.claim(self._ref.key)]
+        held = self._threads.claim(self._ref.key)
+        self._notes = [note.text for note in held]
+        opening = [
+            {"type": "plan_update", "title": PLAN_TITLE},
+            *(note.task for note in held),
+            {"type": "blocks", "blocks": [render.stop_button(self._run_id)]},
+        ]
+        self._live = LiveMessage(
+            self._threads.poster, self._ref, self._user, opening, on_wait=self.waiting
+        )
+        if held:
+            self._live.add([])  # the files are something to show already
         self._refresher = asyncio.create_task(self._refresh())
-        if self._opening:
-            await self._show([])
         return True
 
     async def __call__(self, event: Event) -> None:
+        if self._classic is None and self._stream.refused:
+            await self._go_classic()
         if self._classic is not None:
             await self._classic(event)
             return
@@ -70,14 +81,16 @@ class AgentRun:
             case ToolCallStarted():
                 step = self._steps[event.call_id] = len(self._steps) + 1
                 self._loading = [render.step_title(step, event)]
-                await self._show([render.task_started(step, event)], event)
+                if self._stream.starting:  # not up yet: the status names the step meanwhile
+                    await self._threads.set_status(self._ref, self._loading)
+                self._stream.add([render.task_started(step, event)])
             case ToolCallFinished() if event.call_id in self._steps:
-                await self._show([render.task_finished(event)], event)
+                self._stream.add([render.task_finished(event)])
             case RunFinished():
                 await self._end()
                 footer = render.context(render.footer(event, self.elapsed_s))
                 blocks = [footer, render.feedback(self._run_id)]
-                await self._live.finish(event.answer or "_(no answer)_", blocks)
+                await self._stream.finish(event.answer or "_(no answer)_", blocks, self._notes)
             case RunFailed():
                 await self.failed(event.reason)
 
@@ -87,52 +100,42 @@ class AgentRun:
             return
         who = f" by <@{by}>" if by else ""
         await self._end()
-        await self._live.finish(f":octagonal_sign: Stopped{who}. Ask again when you are ready.", [])
+        said = f":octagonal_sign: Stopped{who}. Ask again when you are ready."
+        await self._stream.finish(said, [], self._notes)
 
     async def failed(self, message: str) -> None:
         if self._classic is not None:
             await self._classic.failed(message)
             return
         await self._end()
-        await self._live.finish(f":warning: {message}", [])
+        await self._stream.finish(f":warning: {message}", [], self._notes)
 
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""
         note = f"Waiting about {wait_s:.0f}s for Slack (this workspace is busy)…"
         await self._threads.set_status(self._ref, [note, *self._loading])
 
-    async def _show(self, chunks: list[Chunk], event: Event | None = None) -> None:
-        """Into the stream; the first change starts it. `event`: what the chunks show."""
-        if self._live.ts is not None:
-            self._live.add(chunks)
-            return
-        plan = [{"type": "plan_update", "title": PLAN_TITLE}, *self._opening, *chunks]
-        stop = {"type": "blocks", "blocks": [render.stop_button(self._run_id)]}
-        try:
-            await self._live.start([*plan, stop])
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            if error not in REFUSALS:
-                raise
-            self._threads.refuse(self._ref.team, error)
-            await self._go_classic(event)
+    @property
+    def _stream(self) -> LiveMessage:
+        assert self._live is not None, "run events come after begin()"
+        return self._live
 
-    async def _go_classic(self, event: Event | None) -> None:
+    async def _go_classic(self) -> None:
         """The stream was refused after the status was not: the rest of the run in
-        classic messages."""
+        classic messages, after the notes on its files."""
+        for note in self._notes:
+            await self._threads.poster.post(self._ref.channel, self._ref.ts, note)
         self._classic = SlackProgress(
             self._threads.poster, self._ref.channel, self._ref.ts, self._run_id
         )
         await self._classic.begin()
-        if event is not None:
-            await self._classic(event)
 
     async def _end(self) -> None:
         if self._refresher is not None:
             self._refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refresher
-        if self._threads.status_showing(self._ref) and self._live.ts is not None:
+        if self._threads.status_showing(self._ref) and self._stream.ts is not None:
             await self._threads.clear_status(self._ref)  # else the reply to come clears it
 
     async def _refresh(self) -> None:

@@ -1,10 +1,14 @@
 """A run's streamed message (chat.startStream / appendStream / stopStream).
 
-Changes queue up and go out together: the first with the stream's start, then at most one
-call every `every_s` (appendStream is Tier 4: 100 a minute for the whole workspace), and the
-last ones with the answer in chat.stopStream. Slack may end a stream early
-(`message_not_in_streaming_state`), and a message holds 12,000 characters of markdown, so
-what does not fit continues in ordinary messages after it; no text of the answer is lost.
+Slack is never waited on by the run: changes queue up and a background flusher sends them
+together, the first with the stream's start, then at most one call every `every_s`
+(appendStream is Tier 4: 100 a minute for the whole workspace), and the last ones with
+the answer in chat.stopStream. A run that ends before its stream could start (Tier 2 allows
+20 starts a minute per workspace) is answered in a plain message instead.
+
+Slack may end a stream early (`message_not_in_streaming_state`), and a message holds
+12,000 characters of markdown, so what does not fit continues in ordinary messages after
+it; no text of the answer is lost.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from bot.slack import markdown_split
+from bot.slack.agent_threads import REFUSALS
 from bot.slack.pacing import OnWait
 from bot.slack.poster import SlackPoster
 from bot.slack.threads import ThreadRef
@@ -37,6 +43,7 @@ class LiveMessage:
         poster: SlackPoster,
         ref: ThreadRef,
         recipient: str,
+        opening: list[Chunk],
         *,
         every_s: float = FLUSH_EVERY_S,
         on_wait: OnWait | None = None,
@@ -45,78 +52,105 @@ class LiveMessage:
         self._every_s, self._on_wait = every_s, on_wait
         self.ts: str | None = None
         self.open = False  # the stream takes chunks
-        self._queue: list[Chunk] = []
-        self._markdown = 0  # characters streamed so far
+        self.refused: str | None = None  # the workspace's error, when it refused the stream
+        self._queue: list[Chunk] = list(opening)
         self._last = 0.0  # when the last call went out
         self._flusher: asyncio.Task[None] | None = None
         self._sending = False  # the flusher's call is on the wire: let it land
+        self._ended = False
 
-    async def start(self, chunks: list[Chunk]) -> None:
-        """Start the stream with `chunks`; a refusal raises SlackApiError."""
-        self.ts = await self._poster.start_stream(
-            self._ref.channel,
-            self._ref.ts,
-            (self._recipient, self._ref.team),
-            _merged(chunks),
-            self._on_wait,
-        )
-        self.open, self._last = True, time.monotonic()
+    @property
+    def starting(self) -> bool:
+        """The stream's start is asked for but not made yet (waiting its turn, say)."""
+        return self.ts is None and self._flusher is not None and not self._flusher.done()
 
     def add(self, chunks: list[Chunk]) -> None:
-        """Task and plan changes, sent soon; dropped once the stream has ended (the
-        answer still says what happened)."""
-        if not self.open:
+        """Task and plan changes, sent soon (the first starts the stream); dropped once the
+        stream has ended (the answer still says what happened)."""
+        if self._ended or self.refused or (self.ts is not None and not self.open):
             return
         self._queue += chunks
         if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_soon())
+            self._flusher = asyncio.create_task(self._flush())
 
-    async def finish(self, text: str, blocks: list[Chunk]) -> None:
-        """End the stream with `text` (markdown) and `blocks` at the bottom; what does not
-        fit continues in further messages, `blocks` under the last."""
-        await self._stop_flusher()
-        room = STREAM_MARKDOWN_MAX - self._markdown if self.open else 0
-        first, *rest = markdown_split.split(text, first_max=room) if text else [""]
+    async def finish(self, text: str, blocks: list[Chunk], notes: list[str]) -> None:
+        """End with `text` (markdown) and `blocks` at the bottom; what does not fit
+        continues in further messages, `blocks` under the last. Without a stream, `notes`
+        (what the opening tasks said) and the text go out as plain messages."""
+        self._ended = True
+        await self._settle()
+        if self.ts is None:
+            for note in notes:
+                await self._poster.post(self._ref.channel, self._ref.ts, note)
+            await self._post(markdown_split.split(text), blocks)
+            return
+        rest = markdown_split.split(text)
         if self.open:
-            self.open = False
+            first, *rest = markdown_split.split(text, first_max=STREAM_MARKDOWN_MAX)
             chunks = self._queue + ([{"type": "markdown_text", "text": first}] if first else [])
+            await self._poster.pacer.take("chat.stopStream", on_wait=self._on_wait)
+            self.open = False
             try:
                 await self._poster.stop_stream(
-                    self._ref.channel, str(self.ts), _merged(chunks), None if rest else blocks
+                    self._ref.channel, self.ts, _merged(chunks), None if rest else blocks
                 )
+                if not rest:
+                    return
             except SlackApiError as exc:
                 _log_unless_ended(exc, "stop")
                 rest = [first, *rest]
-        else:
-            rest = [first, *rest]
         await self._post(rest, blocks)
 
     async def _post(self, parts: list[str], blocks: list[Chunk]) -> None:
-        parts = [p for p in parts if p.strip()]
+        parts = [p for p in parts if p.strip()] or [" "]
         for i, part in enumerate(parts):
             last = blocks if i == len(parts) - 1 else []
             body = [{"type": "markdown", "text": part}, *last]
             await self._poster.post(self._ref.channel, self._ref.ts, part[:3000], body)
 
-    async def _flush_soon(self) -> None:
-        await asyncio.sleep(max(0.0, self._last + self._every_s - time.monotonic()))
+    async def _flush(self) -> None:
+        if self.ts is None:
+            await self._poster.pacer.take("chat.startStream", on_wait=self._on_wait)
+            await self._send(self._start)
+        else:
+            await asyncio.sleep(max(0.0, self._last + self._every_s - time.monotonic()))
+            await self._poster.pacer.take("chat.appendStream", on_wait=self._on_wait)
+            await self._send(self._append)
+
+    async def _send(self, call: Callable[[list[Chunk]], Awaitable[None]]) -> None:
         chunks, self._queue = _merged(self._queue), []
-        if not chunks or not self.open:
+        if not chunks:
             return
         self._last, self._sending = time.monotonic(), True
         try:
-            await self._poster.append_stream(self._ref.channel, str(self.ts), chunks, self._on_wait)
+            await call(chunks)
         except SlackApiError as exc:
-            _log_unless_ended(exc, "append to")
+            error = str(exc.response.get("error"))
+            if self.ts is None and error in REFUSALS:
+                self.refused = error
+            else:
+                _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False
         finally:
             self._sending = False
 
-    async def _stop_flusher(self) -> None:
+    async def _start(self, chunks: list[Chunk]) -> None:
+        recipient = (self._recipient, self._ref.team)
+        self.ts = await self._poster.start_stream(
+            self._ref.channel, self._ref.ts, recipient, chunks
+        )
+        self.open = True
+
+    async def _append(self, chunks: list[Chunk]) -> None:
+        await self._poster.append_stream(self._ref.channel, str(self.ts), chunks)
+
+    async def _settle(self) -> None:
+        """No flusher left: one on the wire lands, one still waiting is dropped (its
+        chunks go with the stop, or the stream never starts)."""
         if self._flusher is None or self._flusher.done():
             return
         if not self._sending:
-            self._flusher.cancel()  # still waiting: its chunks go with the stop instead
+            self._flusher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._flusher
 

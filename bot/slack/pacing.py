@@ -2,7 +2,8 @@
 
 Limits are per method and workspace (Tier 2: 20 a minute, Tier 3: 50, Tier 4: 100), and
 `chat.postMessage` one a second per channel with short bursts. The bot takes 90% of each
-rate, so that network jitter does not push a call over. `scale` multiplies every rate (a
+rate and keeps one call of each burst in reserve, so that network jitter (two calls
+arriving closer together than they left) does not push a call over. `scale` multiplies every rate (a
 test against a fake with faster tiers). `assistant.threads.setStatus` has no published
 figure and is not paced: it is the sign that a question was seen, and must not wait.
 """
@@ -26,7 +27,7 @@ PER_MINUTE = {
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
 }
-POSTS_PER_S, POST_BURST = 1.0, 3
+POSTS_PER_S, POST_BURST = 1.0, 2  # Slack's bursts: about 3
 HEADROOM = 0.9
 NOTICE_S = 2.0  # a wait longer than this is shown to the people waiting
 
@@ -87,7 +88,7 @@ class Pacer:
             key, rate, burst = (method, channel), POSTS_PER_S, POST_BURST
         elif method in PER_MINUTE:
             per_minute = PER_MINUTE[method]
-            key, rate, burst = (method, ""), per_minute / 60, max(3, per_minute // 5)
+            key, rate, burst = (method, ""), per_minute / 60, max(2, per_minute // 5 - 1)
         else:
             return None
         if key not in self._buckets:

@@ -125,10 +125,9 @@ class SlackPoster:
         thread_ts: str,
         recipient: tuple[str, str],
         chunks: list[dict],
-        on_wait: OnWait | None = None,
     ) -> str:
-        """Start a streamed reply in a thread, for (user, team); returns its ts."""
-        await self.pacer.take("chat.startStream", on_wait=on_wait)
+        """Start a streamed reply in a thread, for (user, team); returns its ts. The stream
+        calls are paced by their caller, which decides what to leave out while it waits."""
         response = await self.client.chat_startStream(
             channel=channel,
             thread_ts=thread_ts,
@@ -140,10 +139,7 @@ class SlackPoster:
         self._reply(channel, thread_ts)
         return str(response["ts"])
 
-    async def append_stream(
-        self, channel: str, ts: str, chunks: list[dict], on_wait: OnWait | None = None
-    ) -> None:
-        await self.pacer.take("chat.appendStream", on_wait=on_wait)
+    async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
         await self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.scrub.data(chunks))
 
     async def stop_stream(
@@ -152,10 +148,8 @@ class SlackPoster:
         ts: str,
         chunks: list[dict],
         blocks: list[dict] | None,
-        on_wait: OnWait | None = None,
     ) -> None:
         """End a stream with its last `chunks` and `blocks` at the bottom."""
-        await self.pacer.take("chat.stopStream", on_wait=on_wait)
         await self.client.chat_stopStream(
             channel=channel,
             ts=ts,

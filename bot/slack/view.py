@@ -158,10 +158,11 @@ class SlackView:
                     break
             if len(data) <= OUTPUT_MAX_BYTES:
                 uploads.append(_upload(name, bytes(data)))
-        if not any(u["filename"] == "report.md" for u in uploads):
+        agent = isinstance(self._progress, AgentRun)  # its one message says enough
+        if not agent and not any(u["filename"] == "report.md" for u in uploads):
             await self._say("_No report.md was written this time._")
         if uploads:
-            waiting = self._progress.waiting if isinstance(self._progress, AgentRun) else None
+            waiting = self._progress.waiting if agent else None
             await self._poster.upload(self._ref.channel, self._ref.ts, uploads, waiting)
         if self._finished.stop == "budget":
             note = f"I stopped at this run's budget of ${self._finished.budget_usd or 0:.2f}."
