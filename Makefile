@@ -47,6 +47,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.kernel
 	$(BIN)/python -m bench.buddy_run_code
 	$(BIN)/python -m bench.slack_latency
+	$(BIN)/python -m bench.slack_agent
 	$(BIN)/python -m bench.kill_restart
 	$(BIN)/python -m bench.tokens
 	$(BIN)/python -m bench.file_intake

@@ -39,6 +39,13 @@ async def local_sandbox(local_provider: LocalProvider) -> AsyncIterator[LocalSan
     await sandbox.destroy()
 
 
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy for clients that talk to the fakes on loopback."""
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(params=["local", "buddy"])
 def backend(request: pytest.FixtureRequest) -> str:
     """Run the test on each sandbox backend (Buddy against the fake Buddy API)."""

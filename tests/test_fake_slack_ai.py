@@ -16,10 +16,7 @@ TEAM = "T0FAKE001"
 HUMAN = "U0HUMAN01"
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_proxy")  # loopback calls, straight
 
 
 @pytest.fixture

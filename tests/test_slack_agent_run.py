@@ -22,10 +22,7 @@ STEP = ToolCallStarted("toolu_1", "run_code", "python", "print(1)")
 DONE = RunFinished("Done.", turns=2, usage=Usage(), cost_usd=0.01, stop="end_turn")
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_proxy")  # loopback calls, straight
 
 
 @pytest.fixture
