@@ -139,7 +139,7 @@ def step_title(step: int, event: ToolCallStarted) -> str:
 
 
 def task_started(step: int, event: ToolCallStarted) -> dict[str, Any]:
-    details = clip(event.code.rstrip(), CODE_MAX)
+    details = clip(event.code.strip("\n").rstrip(), CODE_MAX)
     chunk = {"type": "task_update", "id": event.call_id, "title": step_title(step, event)}
     return {**chunk, "status": "in_progress", **({"details": details} if details else {})}
 
