@@ -9,6 +9,9 @@ import pytest
 
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider, LocalSandbox
+from tests.leftovers import SANDBOX_ROOTS, survivors
+
+LEFTOVER_GRACE_S = 5.0  # a sandbox killed by the last test may take a moment to go
 
 
 @pytest.fixture
@@ -21,6 +24,7 @@ def sandbox_root() -> Iterator[Path]:
     """
     root = Path(tempfile.mkdtemp(prefix="sandbox-root-"))
     root.chmod(0o711)
+    SANDBOX_ROOTS.append(root)
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
@@ -50,3 +54,12 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 def backend(request: pytest.FixtureRequest) -> str:
     """Run the test on each sandbox backend (Buddy against the fake Buddy API)."""
     return request.param
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite fails when a sandbox process of its own outlives it."""
+    left = survivors(SANDBOX_ROOTS, LEFTOVER_GRACE_S)
+    if left:
+        listed = "\n".join(f"  pid {pid}: {cmd[:300]}" for pid, cmd in left)
+        print(f"\nSandbox processes outlived the suite:\n{listed}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
