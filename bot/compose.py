@@ -13,6 +13,7 @@ import anthropic
 from bot.agent.model import build_client
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
+from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
@@ -28,7 +29,7 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    return LocalProvider(settings.sandbox_root)
+    return LocalProvider(settings.sandbox_root, Limits(disk_bytes=settings.sandbox_disk_bytes))
 
 
 def build_store(settings: Settings) -> Store:

@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["buddy", "local"] | None = None
     sandbox_root: Path = Path("/tmp/slack-code-interpreter/sandboxes")
     sandbox_tag: str = "slack-code-interpreter"
+    sandbox_disk_bytes: int = Field(default=5 << 30, gt=0)  # a local session's files, at most
     spool_dir: Path = Path("/tmp/slack-code-interpreter/spool")  # files on their way in
 
     buddy_token: SecretStr | None = None

@@ -200,6 +200,8 @@ class Toolbox:
             head += f"\nexit_code: {result.exit_code}"
         if status == "timeout" and timeout_s is not None and result.kernel is None:
             head += f"\nThe code ran past its {timeout_s:g} s limit and was killed."
+        if result.note:
+            head += f"\n{result.note}"
         if note := kernel_note(result, timeout_s):
             head += f"\n{note}"
         head += f"\nduration_s: {result.duration_s:.2f}"

@@ -54,6 +54,7 @@ class ExecResult:
     duration_s: float
     kernel: KernelEvent | None = None
     kernel_note: str = ""
+    note: str = ""  # why the sandbox stopped it, for the model (a disk quota, say)
 
 
 @dataclass(frozen=True)

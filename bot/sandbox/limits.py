@@ -19,6 +19,7 @@ class Limits:
     memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
     processes: int = 256  # RLIMIT_NPROC, counted per host uid (shared by concurrent sandboxes)
     file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
+    disk_bytes: int = 5 << 30  # a session's folders together (quota.py); caps one file too
     output_bytes: int = 1 << 20  # per captured stream: head + tail kept, the rest counted
     tmp_bytes: int = 512 << 20  # size of the private /tmp tmpfs (it lives in RAM)
     shm_bytes: int = 64 << 20  # size of /dev/shm
@@ -33,6 +34,6 @@ class Limits:
             f"--data={self.memory_bytes}",
             f"--as={self.memory_bytes * ADDRESS_SPACE_FACTOR}",
             f"--nproc={self.processes}",
-            f"--fsize={self.file_size_bytes}",
+            f"--fsize={min(self.file_size_bytes, self.disk_bytes)}",
             "--core=0",
         ]

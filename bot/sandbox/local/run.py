@@ -24,6 +24,8 @@ class Run:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.stop_reason: ExecStatus | None = None
+        self.note = ""  # told to the model with the result
+        self.watcher: asyncio.Task[None] | None = None  # keeps a detached run under the quota
         self.done = asyncio.create_task(self._finish(max_s))
 
     async def _finish(self, max_s: float | None) -> None:
@@ -62,7 +64,12 @@ class Run:
         elif rc is not None:
             status = exit_status(rc)
         return ExecResult(
-            status, exit_code, self.stdout.output(), self.stderr.output(), now - self.started
+            status,
+            exit_code,
+            self.stdout.output(),
+            self.stderr.output(),
+            now - self.started,
+            note=self.note,
         )
 
     def startup_error(self) -> str | None:

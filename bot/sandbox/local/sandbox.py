@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 from bot.errors import SandboxError
 from bot.sandbox.base import (
+    WORK_DIR,
     CommandState,
     ExecResult,
     FileEntry,
@@ -39,6 +41,7 @@ from bot.sandbox.local.fileops import (
 from bot.sandbox.local.folders import remove_tree
 from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
+from bot.sandbox.local.quota import DiskQuota, over_quota_note, size_text
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
 
@@ -70,6 +73,8 @@ class LocalSandbox:
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
+        folders = [home / "work", home / "data"]
+        self._quota = DiskQuota(folders, self._limits.disk_bytes, self.stop_all)
         self._kernel: KernelRunner | None = None
         if python_kernel:
             self._kernel = KernelRunner(
@@ -80,6 +85,14 @@ class LocalSandbox:
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        async with self._quota.watching() as watch:
+            result = await self._run_code(language, code, timeout_s)
+        if not watch.fired:
+            return result
+        note = over_quota_note(self._quota.limit)
+        return dataclasses.replace(result, status="killed", exit_code=None, note=note)
+
+    async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         python = self._programs.interpreter("python") if language == "python" else None
         if python is not None and self._kernel is not None:
             self._check_alive()
@@ -103,7 +116,15 @@ class LocalSandbox:
         run = await self._start(language, code, self._limits.command_max_s)
         command_id = "cmd-" + secrets.token_hex(4)
         self._commands[command_id] = run
+        run.watcher = asyncio.create_task(self._watch_command(run))
         return command_id
+
+    async def _watch_command(self, run: Run) -> None:
+        """A detached command stays under the quota for as long as it runs."""
+        async with self._quota.watching() as watch:
+            await asyncio.shield(run.done)
+        if watch.fired:
+            run.note = over_quota_note(self._quota.limit)
 
     async def command_state(self, command_id: str) -> CommandState:
         run = self._command(command_id)
@@ -115,22 +136,36 @@ class LocalSandbox:
         await asyncio.shield(run.done)
 
     async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
+        """Write a file from `chunks`; one that would pass the session's disk quota is
+        refused and its part removed."""
         target = upload_path(path)
-        written = 0
+        written, room, fits = 0, await self._quota.room(), True
         async with self._tool(UPLOAD_SH, target, stdin=asyncio.subprocess.PIPE) as (proc, errors):
             assert proc.stdin is not None
             try:
                 async for chunk in chunks:
+                    if not (fits := written + len(chunk) <= room):
+                        break  # the writer is killed on the way out
                     proc.stdin.write(chunk)
                     written += len(chunk)
                     await proc.stdin.drain()  # back-pressure: never more than a pipe's worth held
                 proc.stdin.close()
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the writer died; its exit status says why
-            rc = await proc.wait()
+            rc = await proc.wait() if fits else 0
+        if not fits:
+            await asyncio.to_thread(self._host_path(target).unlink, missing_ok=True)
+            raise SandboxError(self._too_big(path, room))
         if rc != 0:
             raise file_error("write", path, rc, errors)
         return written
+
+    def _host_path(self, target: str) -> Path:
+        return self._home / "work" / Path(target).relative_to(WORK_DIR)
+
+    def _too_big(self, path: str, room: int) -> str:
+        limit, left = size_text(self._quota.limit), size_text(max(room, 0))
+        return f"{path} does not fit in this session's disk quota of {limit} ({left} left)"
 
     def download(self, path: str) -> AsyncIterator[bytes]:
         target = sandbox_path(path)
