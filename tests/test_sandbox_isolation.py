@@ -322,10 +322,12 @@ async def test_timeout_kills_the_whole_tree(local_sandbox: LocalSandbox) -> None
     assert "survivor" in names  # written before the timeout: files persist
 
     second = await local_sandbox.run_code(
-        "bash", "(sleep 0.5; touch /buddy/work/late) & sleep 30", timeout_s=0.2
+        "bash", "(sleep 0.51; touch /buddy/work/late) & sleep 30", timeout_s=0.2
     )
     assert second.status == "timeout"
-    await asyncio.sleep(0.8)
+    # nothing of that call is left that could write `late` later
+    snippet = lambda: host_processes_with("/buddy/.run/main.sh") + host_processes_with("sleep 0.51")  # noqa: E731
+    assert await eventually(lambda: snippet() == []), snippet()
     assert "late" not in {entry.name for entry in await local_sandbox.list_dir(WORK_DIR)}
     await still_works(local_sandbox)
 
