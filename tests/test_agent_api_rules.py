@@ -1,5 +1,6 @@
 """The bot against the fake's strict rules: thinking blocks sent back unchanged, a cached
-prefix resent byte for byte."""
+prefix resent byte for byte, the server's retry-after honoured, clear failures for an unknown
+model or an oversized request."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFinished
+from bot.agent.events import RunFailed, RunFinished
 from bot.settings import DEFAULT_MODEL
 from tests.fakes.anthropic_api import (
     ModelRequest,
     Reply,
+    http_error,
     redacted_thinking,
     text,
     thinking,
@@ -88,3 +90,31 @@ async def test_each_request_resends_the_last_one_byte_for_byte(sandbox_root: Pat
     # The fresh sandbox was still announced, in the question that followed it.
     told = [b.get("text", "") for b in fake.requests[4].messages[-1]["content"]]
     assert any("this is a fresh one" in t for t in told)
+
+
+async def test_unknown_model_fails_at_once_with_a_clear_reason(sandbox_root: Path) -> None:
+    say = lambda req: Reply([text("never")])  # noqa: E731
+    async with session_with(say, sandbox_root, anthropic_model="claude-sonnet-9") as (s, fake):
+        result = await s.ask("hi", Recorder())
+    assert isinstance(result, RunFailed) and "ANTHROPIC_MODEL" in result.reason
+    assert len(fake.requests) == 1  # a 404 is not retried
+
+
+async def test_oversized_request_fails_at_once_with_a_clear_reason(sandbox_root: Path) -> None:
+    say = lambda req: Reply([text("never")])  # noqa: E731
+    async with session_with(say, sandbox_root, max_request_bytes=40_000) as (session, fake):
+        result = await session.ask("x" * 50_000, Recorder())
+    assert isinstance(result, RunFailed) and "too large" in result.reason
+    assert "try again" not in result.reason
+    assert len(fake.requests) == 1  # a 413 is not retried
+
+
+async def test_turn_retry_waits_as_long_as_the_server_asked(sandbox_root: Path) -> None:
+    done = lambda req: Reply([text("done")])  # noqa: E731
+    async with session_with(done, sandbox_root) as (session, fake):
+        # The SDK's three tries all meet a 429 asking for 0.3 s; the turn is tried again.
+        fake.fail_next(3, http_error(429, retry_after_ms=300))
+        result = await session.ask("hi", Recorder())
+    assert isinstance(result, RunFinished) and len(fake.requests) == 4
+    gaps = [b.received_at - a.received_at for a, b in pairwise(fake.requests)]
+    assert all(gap >= 0.3 for gap in gaps), gaps  # the bot's own delay alone is 0.01 s
