@@ -112,7 +112,8 @@ async def file_chunks(path: Path, size: int = 64 * 1024) -> AsyncIterator[bytes]
 @contextmanager
 def in_thread(make: Callable[[], Any]) -> Iterator[Any]:
     """A fake server (an async context manager) on an event loop of its own, for code that
-    runs its own loop (`bot.cli.main`); yields the entered server."""
+    runs its own loop (`bot.cli.main`); yields the entered server. What the server raises on
+    exit (a script's failed assertion) is raised here, in the test."""
     ready, state = threading.Event(), {}
 
     async def serve() -> None:
@@ -121,7 +122,13 @@ def in_thread(make: Callable[[], Any]) -> Iterator[Any]:
             ready.set()
             await state["stop"].wait()
 
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as exc:  # handed to the test's thread
+            state["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert ready.wait(10)
     try:
@@ -129,6 +136,8 @@ def in_thread(make: Callable[[], Any]) -> Iterator[Any]:
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(10)
+        if "error" in state:
+            raise state["error"]  # the script's error explains the test's
 
 
 def model_in_thread(script: Callable) -> Any:

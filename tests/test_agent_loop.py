@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from bot.agent.events import RunFailed, RunFinished, TextEmitted
 from bot.sessions.session import Session
 from tests.fakes.anthropic_api import (
+    MAX_REQUEST_BYTES,
     FakeAnthropic,
     Reply,
     drop_connection,
@@ -23,9 +25,16 @@ from tests.support import Recorder, runtime_for
 
 @asynccontextmanager
 async def session_with(
-    script: Callable, root: Path, min_cache_tokens: int = 1024, **settings: Any
+    script: Callable,
+    root: Path,
+    min_cache_tokens: int = 1024,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
-    async with FakeAnthropic(script, min_cache_tokens=min_cache_tokens) as fake:
+    fake_api = FakeAnthropic(
+        script, min_cache_tokens=min_cache_tokens, max_request_bytes=max_request_bytes
+    )
+    async with fake_api as fake:
         runtime = runtime_for(fake.base_url, root, **settings)
         session = runtime.sessions.new("loop-test")
         try:
@@ -33,6 +42,10 @@ async def session_with(
         finally:
             await session.close()
             await runtime.close()
+    # The API would merge same-role neighbours, but the bot keeps the roles alternating itself.
+    for req in fake.requests:
+        roles = [m["role"] for m in req.messages]
+        assert all(a != b for a, b in pairwise(roles)), roles
 
 
 def run_python(code: str, **extra: Any) -> dict:
@@ -162,9 +175,10 @@ async def test_stream_error_and_dropped_connection_are_retried(sandbox_root: Pat
 
 async def test_persistent_overload_fails_with_a_clear_reason(sandbox_root: Path) -> None:
     async with session_with(lambda req: Reply([text("never")]), sandbox_root) as (session, fake):
-        fake.fail_next(100, http_error(529))
+        # Every attempt fails: four turn-level attempts, each with the SDK's 1 + 2 tries.
+        fake.fail_next(4 * 3, http_error(529))
         result = await session.ask("hi", Recorder())
-    assert isinstance(result, RunFailed)
+    assert isinstance(result, RunFailed) and len(fake.requests) == 12
     assert result.reason == "The model API is overloaded right now; try again in a few minutes."
 
 

@@ -51,8 +51,10 @@ async def test_resume_after_teardown(backend: str, sandbox_root: Path) -> None:
     assert first.answer == "796 False"  # the file is there; the marker is not yet
     assert second.answer == "796 False"  # the file is there again; the old marker is gone
     assert len(opened) == 2  # fetched again from its source for the fresh sandbox
-    # The model kept the conversation and was told the sandbox is fresh.
+    # The model kept the conversation and was told the sandbox is fresh, with the question
+    # (the system prompt stays as it was, so the conversation stays in the prompt cache).
     last = fake.requests[-1]
     assert [m["role"] for m in last.messages][:4] == ["user", "assistant", "user", "assistant"]
-    assert "this is a fresh one" in last.system_text and UPLOADED in last.system_text
-    assert "fresh one" not in fake.requests[0].system_text
+    assert "this is a fresh one" in fake.requests[2].last_user_text
+    assert "fresh one" not in fake.requests[0].last_user_text
+    assert last.system_text == fake.requests[0].system_text and UPLOADED in last.system_text

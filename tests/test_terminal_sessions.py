@@ -81,7 +81,7 @@ def test_a_named_session_continues_with_its_history_file_and_sandbox(
     # The same sandbox, and the file is still described to the model.
     assert sandboxes(sandbox_root) == [] and len(model.requests) == 3
     assert UPLOAD in model.requests[-1].system_text
-    assert "taken in again" not in model.requests[-1].system_text
+    assert "taken in again" not in json.dumps(model.requests[-1].messages)
 
     code, out = run(capsys, "sessions")
     line = next(ln for ln in out.splitlines() if "terminal:pop" in ln)
@@ -101,7 +101,7 @@ def test_a_session_whose_sandbox_is_gone_gets_its_files_again(
     code, out = run(capsys, "ask", "--session", "again", "count the rows again")
     assert code == 0, out
     assert LINES in out  # read back from its path into a fresh sandbox
-    assert "taken in again" in model.requests[-2].system_text
+    assert "taken in again" in model.requests[-2].last_user_text  # told with the question
 
 
 def test_every_terminal_run_is_stored_with_its_cost(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,11 +110,19 @@ class Agent:
                 self._add_user([_tool_result(c["id"], note) for c in calls])
 
     async def run(
-        self, question: str, context: str, reporter: Reporter, budget_usd: float | None = None
+        self,
+        question: str,
+        context: str,
+        reporter: Reporter,
+        budget_usd: float | None = None,
+        *,
+        notes: Sequence[str] = (),
     ) -> RunFinished | RunFailed:
         """Answer `question`; `context` describes the session's files (system prompt tail).
-        With `budget_usd`, the run stops cleanly once its model turns have cost that much."""
-        self._add_user([{"type": "text", "text": question}])
+        With `budget_usd`, the run stops cleanly once its model turns have cost that much.
+        `notes` tell of what happened since the last question; they go before it, in the
+        conversation, since the history is resent as is and stays in the prompt cache."""
+        self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
         run = _Run(budget_usd=budget_usd)
         try:

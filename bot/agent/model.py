@@ -62,8 +62,24 @@ async def create_message(
             # A stream cut mid-way surfaces as the transport's own error, not an SDK one.
             if attempt + 1 >= policy.attempts or not _retryable(exc):
                 raise ModelError(_describe(exc, client)) from exc
-        await asyncio.sleep(policy.delay(attempt))
+            # Sooner than the server asked would only meet the same answer.
+            asked = min(_retry_after(exc) or 0.0, policy.max_delay_s)
+        await asyncio.sleep(max(policy.delay(attempt), asked))
     raise AssertionError("unreachable")
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The wait a 429 or 529 asks for, read as the SDK reads it: `retry-after-ms`, then
+    `retry-after` in seconds."""
+    if not isinstance(exc, anthropic.APIStatusError):
+        return None
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(headers[name]) * scale
+        except (KeyError, ValueError):
+            continue
+    return None
 
 
 def _retryable(exc: Exception) -> bool:
@@ -101,6 +117,8 @@ def _describe(exc: Exception, client: anthropic.AsyncAnthropic) -> str:
         return "The model API is rate-limiting us; try again in a minute."
     if status == 529 or kind == "overloaded_error":
         return "The model API is overloaded right now; try again in a few minutes."
+    if status == 413:
+        return "This conversation is too large for the model API; start a new conversation."
     if status == 400:
         detail = getattr(exc, "api_message", None) or "bad request"
         return f"The model API refused the request: {str(detail)[:200]}"

@@ -66,13 +66,15 @@ class DataFile:
         return "\n".join(lines)
 
 
-def session_context(files: list[DataFile], repo_url: str | None, notes: list[str]) -> str:
+def session_context(files: list[DataFile], repo_url: str | None) -> str:
+    """What the session holds. It goes in the system prompt, so it changes only when the
+    files do: a change there makes the whole conversation after it miss the prompt cache.
+    One-off notes (events) belong in the question they precede (`Agent.run`)."""
     parts = ["Files available, each with its data card (what it holds, profiled on intake):"]
     budget = min(CARD_TOKENS, CARDS_TOKENS // max(1, len(files)))
     parts += [f.describe(budget) for f in files] or ["- none uploaded"]
     if repo_url:
         parts.append(f"Repository {repo_url} is checked out at {DATA_DIR} (read-only).")
-    parts += notes
     return "\n".join(parts)
 
 

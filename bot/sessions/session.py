@@ -189,8 +189,8 @@ class Session:
         async with self._turn_lock:
             self.start()
             notes, self._notes = self._notes, []
-            context = session_context(self.files, self.repo_url, notes)
-            return await self.agent.run(question, context, reporter, budget_usd)
+            context = session_context(self.files, self.repo_url)
+            return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
 
     async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
         """report.md (if written), then each file in out/: (safe name, byte stream)."""

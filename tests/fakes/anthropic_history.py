@@ -1,0 +1,125 @@
+"""What the fake sent, checked when the client sends it back (doc 1.4 and 1.5).
+
+Thinking blocks carry an HMAC of their text (the signature) and redacted thinking blocks a
+sealed nonce (their data), both under a secret of the fake, so a changed block or a made-up
+one is caught. Every assistant message the fake produced is remembered by its visible blocks,
+so the latest assistant turn can be checked to come back with its thinking blocks unchanged
+and in place, and a conversation may end on an assistant turn only after ``pause_turn``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+from tests.fakes.anthropic_blocks import THINKING_KINDS, Block, as_blocks, canonical
+from tests.fakes.anthropic_validation import InvalidRequest
+
+# One secret per test process: signatures stay valid across fake servers, as the API's do
+# across its machines (a conversation saved by one test server can go on with another).
+PROCESS_SECRET = secrets.token_bytes(32)
+_NONCE_BYTES = 24
+
+MODIFIED = (
+    "`thinking` or `redacted_thinking` blocks in the latest assistant message cannot be "
+    "modified. These blocks must remain as they were in the original response."
+)
+
+
+def _norm(blocks: list[Block]) -> str:
+    """Blocks compared as the API reads them: key order, null fields and markers aside."""
+    parts = [{k: v for k, v in b.items() if k != "cache_control" and v is not None} for b in blocks]
+    return canonical(parts)
+
+
+def _visible(blocks: list[Block]) -> str:
+    return _norm([b for b in blocks if b.get("type") not in THINKING_KINDS])
+
+
+class History:
+    """Signs what the server sends; checks what comes back."""
+
+    def __init__(self, secret: bytes = PROCESS_SECRET) -> None:
+        self._secret = secret
+        self._sent: dict[str, set[str]] = {}  # visible blocks → whole assistant messages
+        self._paused: set[str] = set()  # assistant messages that ended in pause_turn
+
+    # -- sending
+
+    def sign(self, content: list[Block]) -> list[Block]:
+        """The reply's blocks with a signature on each thinking block and data on each
+        redacted one (whatever the script put there is replaced)."""
+        signed = []
+        for block in content:
+            if block.get("type") == "thinking":
+                block = {**block, "signature": self._seal(b"thinking", block["thinking"].encode())}
+            elif block.get("type") == "redacted_thinking":
+                nonce = secrets.token_bytes(_NONCE_BYTES)
+                sealed = base64.b64decode(self._seal(b"redacted", nonce))
+                block = {**block, "data": base64.b64encode(nonce + sealed).decode()}
+            signed.append(block)
+        return signed
+
+    def remember(self, messages: list[dict[str, Any]], content: list[Block], stop: str) -> None:
+        """``messages`` merged; a reply to a paused turn continues that assistant message."""
+        last = messages[-1] if messages else {}
+        before = as_blocks(last.get("content")) if last.get("role") == "assistant" else []
+        whole = [*before, *content]
+        self._sent.setdefault(_visible(whole), set()).add(_norm(whole))
+        if stop == "pause_turn":
+            self._paused.add(_norm(whole))
+
+    # -- checking
+
+    def check(self, messages: list[dict[str, Any]]) -> None:
+        """``messages`` merged, as the model reads them."""
+        turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        for i in turns:
+            self._check_blocks(i, as_blocks(messages[i]["content"]), latest=i == turns[-1])
+        if turns:
+            self._check_latest(turns[-1], as_blocks(messages[turns[-1]]["content"]))
+        last = messages[-1]
+        if last["role"] == "assistant" and _norm(as_blocks(last["content"])) not in self._paused:
+            raise InvalidRequest(
+                "This model does not support assistant message prefill. "
+                "The conversation must end with a user message."
+            )
+
+    def _check_blocks(self, i: int, blocks: list[Block], *, latest: bool) -> None:
+        for j, block in enumerate(blocks):
+            where = f"messages.{i}.content.{j}"
+            if block.get("type") == "thinking" and not self._signed(block):
+                raise InvalidRequest(
+                    f"{where}: {MODIFIED}"
+                    if latest
+                    else f"{where}: Invalid `signature` in `thinking` block"
+                )
+            if block.get("type") == "redacted_thinking" and not self._sealed(block):
+                raise InvalidRequest(f"{where}: Invalid `data` in `redacted_thinking` block")
+
+    def _check_latest(self, i: int, blocks: list[Block]) -> None:
+        """The latest assistant turn comes back whole: each thinking block the server sent
+        with it, unchanged and in place (1.4). Earlier turns may drop theirs: only the last
+        turn's thinking is kept anyway (6, `clear_thinking`)."""
+        sent = self._sent.get(_visible(blocks))
+        if sent and _norm(blocks) not in sent:
+            raise InvalidRequest(f"messages.{i}: {MODIFIED}")
+
+    def _signed(self, block: Block) -> bool:
+        expected = self._seal(b"thinking", str(block.get("thinking", "")).encode())
+        return hmac.compare_digest(expected, str(block.get("signature", "")))
+
+    def _sealed(self, block: Block) -> bool:
+        try:
+            raw = base64.b64decode(str(block.get("data", "")), validate=True)
+        except ValueError:
+            return False
+        nonce, seal = raw[:_NONCE_BYTES], raw[_NONCE_BYTES:]
+        return hmac.compare_digest(base64.b64decode(self._seal(b"redacted", nonce)), seal)
+
+    def _seal(self, kind: bytes, payload: bytes) -> str:
+        digest = hmac.new(self._secret, kind + b"\0" + payload, hashlib.sha256).digest()
+        return base64.b64encode(digest).decode()
