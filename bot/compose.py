@@ -23,6 +23,7 @@ from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
 from bot.settings import Settings
 from bot.store.base import Store
+from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
 
 
@@ -33,6 +34,9 @@ def build_provider(settings: Settings) -> SandboxProvider:
 
 
 def build_store(settings: Settings) -> Store:
+    """Redis when REDIS_URL is set (replicas share it), else the local SQLite file."""
+    if settings.redis_url:
+        return RedisStore(settings.redis_url)
     return SqliteStore(settings.store_path)
 
 

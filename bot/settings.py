@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+# Settings whose value may hold a password: an error about them does not echo it.
+_NOT_ECHOED = frozenset({"redis_url"})
 
 
 class Settings(BaseSettings):
@@ -57,6 +61,7 @@ class Settings(BaseSettings):
 
     session_idle_timeout: float = Field(default=900, gt=0)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
+    redis_url: str | None = None  # set: the store is this Redis, shared by replicas
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
     allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone
@@ -72,10 +77,29 @@ class Settings(BaseSettings):
     tool_timeout_s: int = Field(default=120, ge=1, le=3600)
     tool_output_chars: int = Field(default=8_000, ge=500, le=200_000)
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        value = (value or "").strip()
+        if value and urlsplit(value).scheme not in REDIS_SCHEMES:
+            raise ValueError("use a redis://, rediss:// or unix:// URL")
+        return value or None
+
     @model_validator(mode="after")
     def _pick_backend(self) -> Settings:
         if self.sandbox_backend is None:
             self.sandbox_backend = "buddy" if self.buddy_token else "local"
+        return self
+
+    @model_validator(mode="after")
+    def _shared_store_needs_shared_sandboxes(self) -> Settings:
+        # With a shared store a session may move to another machine; a local sandbox cannot.
+        if self.redis_url and self.sandbox_backend == "local":
+            raise ValueError(
+                "REDIS_URL is set but SANDBOX_BACKEND is local: replicas sharing a Redis need "
+                "sandboxes every replica can reach. Use SANDBOX_BACKEND=buddy (with "
+                "BUDDY_TOKEN, BUDDY_WORKSPACE and BUDDY_PROJECT), or unset REDIS_URL."
+            )
         return self
 
     @staticmethod
@@ -90,7 +114,8 @@ class Settings(BaseSettings):
     def secret_values(self) -> list[str]:
         """Every configured secret, for scrubbing output before it leaves the process."""
         secrets = (self.slack_bot_token, self.slack_app_token, self.anthropic_api_key)
-        return [s.get_secret_value() for s in (*secrets, self.buddy_token) if s]
+        values = [s.get_secret_value() for s in (*secrets, self.buddy_token) if s]
+        return values + _url_passwords(self.redis_url)
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -103,10 +128,22 @@ def load_settings(**overrides: object) -> Settings:
 
 def _describe(exc: ValidationError) -> str:
     first = exc.errors()[0]
-    name = str(first["loc"][0]).upper() if first["loc"] else "settings"
+    if not first["loc"]:  # a rule across settings: its message names them and the fix
+        return f"Configuration error: {first.get('ctx', {}).get('error', first['msg'])}"
+    name = str(first["loc"][0]).upper()
     value = first.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {str(value)[:40]!r})"
+    hidden = isinstance(value, dict) or first["loc"][0] in _NOT_ECHOED
+    shown = "" if hidden else f" (got {str(value)[:40]!r})"
     return (
         f"Configuration error: {name}: {first['msg']}{shown}. "
         f"Set {name} in the environment or in .env."
     )
+
+
+def _url_passwords(url: str | None) -> list[str]:
+    """A URL's password, as written and decoded (in the address, or a `password=` query)."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    password = parts.password or parse_qs(parts.query).get("password", [""])[0]
+    return sorted({password, unquote(password)} - {""})

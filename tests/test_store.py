@@ -1,4 +1,7 @@
-"""The durable store: round trips, migrations, concurrency, and a process killed mid-write."""
+"""The durable store: round trips, migrations, concurrency, and a process killed mid-write.
+
+The tests of the Store's behaviour run on both backends (a SQLite file, a private
+redis-server); those about SQLite's file, schema and crash recovery run on SQLite only."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,9 @@ from bot.store import (
     StoreError,
     ToolCallRecord,
 )
+from bot.store.redis_store import RedisStore
 from bot.store.sqlite_schema import MIGRATIONS, connect, migrate, schema_version, transaction
+from tests.redis_server import redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,9 +75,22 @@ def tool_call(run_id: str, n: int) -> ToolCallRecord:
     )
 
 
+@pytest.fixture(params=["sqlite", "redis"])
+async def new_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[], Store]]:
+    """Makes unopened stores on one backing, a file or a private redis-server: each one sees
+    what the others wrote, as another process or replica would."""
+    if request.param == "sqlite":
+        yield lambda: SqliteStore(tmp_path / "store.db")
+        return
+    async with redis_server(tmp_path / "redis") as server:
+        yield lambda: RedisStore(server.url)
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "store.db")
+async def store(new_store: Callable[[], Store]) -> AsyncIterator[Store]:
+    store = new_store()
     await store.open()
     yield store
     await store.close()
@@ -83,9 +101,10 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 async def test_store_follows_the_protocol(tmp_path: Path) -> None:
     assert isinstance(SqliteStore(tmp_path / "s.db"), Store)
+    assert isinstance(RedisStore("redis://127.0.0.1:1/0"), Store)
 
 
-async def test_session_round_trip_and_update(store: SqliteStore) -> None:
+async def test_session_round_trip_and_update(store: Store) -> None:
     record = session(repo_url="https://github.com/a/b")
     await store.save_session(record)
     assert await store.get_session(record.key) == record
@@ -99,7 +118,7 @@ async def test_session_round_trip_and_update(store: SqliteStore) -> None:
     assert await store.get_session(record.key) == expected
 
 
-async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: SqliteStore) -> None:
+async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: Store) -> None:
     await store.save_session(session())
     await store.save_history(session().key, [{"role": "user", "content": "hi"}])
     await store.add_file(session().key, file_record(1))
@@ -112,7 +131,7 @@ async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: Sqli
     assert await store.files(session().key) == [file_record(1)]
 
 
-async def test_list_sessions_newest_activity_first(store: SqliteStore) -> None:
+async def test_list_sessions_newest_activity_first(store: Store) -> None:
     for n, last in enumerate([30.0, 10.0, 50.0, 20.0]):
         await store.save_session(session(f"T:C:{n}", last=last))
     await store.update_session("T:C:1", last_activity=60.0)
@@ -122,7 +141,7 @@ async def test_list_sessions_newest_activity_first(store: SqliteStore) -> None:
     assert [r.last_activity for r in listed] == [60.0, 50.0, 30.0, 20.0]
 
 
-async def test_history_round_trip_keeps_unicode_and_nested_blocks(store: SqliteStore) -> None:
+async def test_history_round_trip_keeps_unicode_and_nested_blocks(store: Store) -> None:
     key = session().key
     await store.save_session(session())
     assert await store.load_history(key) == []
@@ -160,7 +179,7 @@ async def test_history_round_trip_keeps_unicode_and_nested_blocks(store: SqliteS
     assert await store.load_history(key) == messages[:1]
 
 
-async def test_files_in_the_order_taken_in(store: SqliteStore) -> None:
+async def test_files_in_the_order_taken_in(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.save_session(session("T:C:2"))
     for n in [3, 1, 2]:
@@ -172,7 +191,7 @@ async def test_files_in_the_order_taken_in(store: SqliteStore) -> None:
     assert await store.files("T:C:3") == []
 
 
-async def test_runs_in_flight_are_the_unended_ones(store: SqliteStore) -> None:
+async def test_runs_in_flight_are_the_unended_ones(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.save_session(session("T:C:2"))
     await store.start_run("T:C:1", "r1", "sales by region?", at=10.0)
@@ -194,7 +213,7 @@ async def test_runs_in_flight_are_the_unended_ones(store: SqliteStore) -> None:
 
 
 async def test_stop_requests_name_the_first_stopper_and_only_runs_in_flight(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.save_session(session())
     await store.start_run("T1:C1:1.0", "r1", "q", 10.0, "U1")
@@ -209,7 +228,7 @@ async def test_stop_requests_name_the_first_stopper_and_only_runs_in_flight(
     assert await store.get_run("nope") is None
 
 
-async def test_questions_queue_in_order_and_are_taken_once(store: SqliteStore) -> None:
+async def test_questions_queue_in_order_and_are_taken_once(store: Store) -> None:
     await store.save_session(session())
     await store.save_session(session("T1:C1:2.0"))
     first = await store.enqueue("T1:C1:1.0", "one", "U1", 1.0)
@@ -226,7 +245,7 @@ async def test_questions_queue_in_order_and_are_taken_once(store: SqliteStore) -
         await store.enqueue("T9:C9:9.0", "x", "U1", 1.0)
 
 
-async def test_continue_allowances_add_up_and_survive_saves(store: SqliteStore) -> None:
+async def test_continue_allowances_add_up_and_survive_saves(store: Store) -> None:
     await store.save_session(session())
     await store.grant("T1:C1:1.0", 2.0)
     await store.grant("T1:C1:1.0", 0.5)
@@ -236,7 +255,7 @@ async def test_continue_allowances_add_up_and_survive_saves(store: SqliteStore) 
         await store.grant("T9:C9:9.0", 1.0)
 
 
-async def test_turn_costs_are_summed_into_the_session(store: SqliteStore) -> None:
+async def test_turn_costs_are_summed_into_the_session(store: Store) -> None:
     await store.save_session(session("T:C:1", last=2.0))
     await store.save_session(session("T:C:2", last=1.0))
     await store.start_run("T:C:1", "r1", "q", at=1.0)
@@ -256,7 +275,7 @@ async def test_turn_costs_are_summed_into_the_session(store: SqliteStore) -> Non
     assert await store.get_session("T:C:1") == dataclasses.replace(first, cost_usd=0.75)
 
 
-async def test_tool_calls_round_trip_in_order(store: SqliteStore) -> None:
+async def test_tool_calls_round_trip_in_order(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.save_session(session("T:C:2"))
     await store.start_run("T:C:1", "r1", "q", at=1.0)
@@ -271,7 +290,7 @@ async def test_tool_calls_round_trip_in_order(store: SqliteStore) -> None:
     assert await store.tool_calls("T:C:3") == []
 
 
-async def test_lone_surrogates_in_free_text_are_stored_replaced(store: SqliteStore) -> None:
+async def test_lone_surrogates_in_free_text_are_stored_replaced(store: Store) -> None:
     await store.save_session(session())
     await store.start_run(session().key, "r1", "q\udcff", at=1.0)
     call = dataclasses.replace(tool_call("r1", 1), excerpt="\udc80")
@@ -280,7 +299,7 @@ async def test_lone_surrogates_in_free_text_are_stored_replaced(store: SqliteSto
     assert (await store.tool_calls(session().key))[0].excerpt == "?"
 
 
-async def test_writes_about_unknown_sessions_or_runs_raise(store: SqliteStore) -> None:
+async def test_writes_about_unknown_sessions_or_runs_raise(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.start_run("T:C:1", "r1", "q", at=1.0)
     with pytest.raises(NotFound):
@@ -297,14 +316,25 @@ async def test_writes_about_unknown_sessions_or_runs_raise(store: SqliteStore) -
         await store.add_turn("T:C:1", "r9", {}, 0.1, at=1.0)
     with pytest.raises(NotFound):
         await store.add_tool_call("T:C:9", tool_call("r1", 1))
+    with pytest.raises(NotFound):
+        await store.add_tool_call("T:C:1", tool_call("r9", 1))
+    with pytest.raises(NotFound):
+        await store.add_turn("T:C:9", "r1", {}, 0.1, at=1.0)
+    with pytest.raises(NotFound):
+        await store.update_session("T:C:9")
+    with pytest.raises(NotFound):
+        await store.grant("T:C:9", 1.0)
     with pytest.raises(StoreError):
         await store.start_run("T:C:1", "r1", "the same run id again", at=2.0)
     # Nothing of the refused writes landed.
     assert await store.list_sessions() == [session("T:C:1")]
     assert [r.run_id for r in await store.runs_in_flight()] == ["r1"]
+    assert (await store.get_run("r1")).question == "q"  # type: ignore[union-attr]
+    assert await store.tool_calls("T:C:1") == []
+    assert await store.spent() == 0.0
 
 
-async def test_bad_values_are_refused(store: SqliteStore) -> None:
+async def test_bad_values_are_refused(store: Store) -> None:
     await store.save_session(session())
     await store.start_run(session().key, "r1", "q", at=1.0)
     with pytest.raises(ValueError):
@@ -318,9 +348,72 @@ async def test_bad_values_are_refused(store: SqliteStore) -> None:
     assert await store.get_session(session().key) == session()
 
 
-async def test_everything_survives_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    first = SqliteStore(path)
+async def test_files_keep_their_data_cards(store: Store) -> None:
+    await store.save_session(session())
+    cards = [{"kind": "table", "columns": [{"name": "région", "type": "float", "nulls": 0.5}]}]
+    carded = dataclasses.replace(file_record(1), cards=cards)
+    await store.add_file(session().key, carded)
+    assert await store.files(session().key) == [carded]
+
+
+async def test_runs_round_trip_and_in_flight_ties_go_by_run_id(store: Store) -> None:
+    await store.save_session(session())
+    for run_id in ["rb", "rc", "ra"]:
+        await store.start_run(session().key, run_id, f"question {run_id}", 5.0, "U1")
+    await store.end_run("rc", "failed", at=7.5)
+    ended = await store.get_run("rc")
+    assert ended is not None
+    assert (ended.key, ended.question, ended.started_at, ended.user) == (
+        session().key, "question rc", 5.0, "U1",
+    )  # fmt: skip
+    assert (ended.ended_at, ended.outcome, ended.stopped_by) == (7.5, "failed", None)
+    assert [r.run_id for r in await store.runs_in_flight()] == ["ra", "rb"]
+
+
+async def test_spending_by_session_user_and_time(store: Store) -> None:
+    for key in ["T:C:1", "T:C:2"]:
+        await store.save_session(session(key))
+    await store.start_run("T:C:1", "r1", "q", 1.0, "U1")
+    await store.start_run("T:C:1", "r2", "q", 2.0, "U2")
+    await store.start_run("T:C:2", "r3", "q", 3.0, "U1")
+    await store.add_turn("T:C:1", "r1", {"input_tokens": 1}, 0.25, at=10.0)
+    await store.add_turn("T:C:1", "r1", {"input_tokens": 1}, None, at=11.0)
+    await store.add_turn("T:C:1", "r2", {"input_tokens": 1}, 0.5, at=20.0)
+    await store.add_turn("T:C:2", "r3", {"input_tokens": 1}, 1.0, at=30.0)
+
+    assert await store.spent() == 1.75
+    assert await store.spent(key="T:C:1") == 0.75
+    assert await store.spent(user="U1") == 1.25
+    assert await store.spent(key="T:C:1", user="U1") == 0.25
+    assert await store.spent(user="U1", since=15.0) == 1.0
+    assert await store.spent(since=20.0) == 1.5  # a turn at `since` counts
+    assert await store.spent(user="U9") == 0.0
+    assert await store.spent(key="T:C:9") == 0.0
+
+
+async def test_feedback_on_a_sessions_runs_oldest_first(store: Store) -> None:
+    for key in ["T:C:1", "T:C:2"]:
+        await store.save_session(session(key))
+    for key, run_id in [("T:C:1", "r1"), ("T:C:2", "r2"), ("T:C:1", "r3")]:
+        await store.start_run(key, run_id, "q", 1.0, "U1")
+    await store.add_feedback("r3", "U1", "good", 5.0)
+    await store.add_feedback("r1", "U2", "bad", 6.0)
+    await store.add_feedback("r2", "U1", "good", 7.0)
+    await store.add_feedback("r1", "U1", "good", 8.0)
+
+    assert [(f.run_id, f.user, f.value, f.at) for f in await store.feedback("T:C:1")] == [
+        ("r3", "U1", "good", 5.0),
+        ("r1", "U2", "bad", 6.0),
+        ("r1", "U1", "good", 8.0),
+    ]
+    assert [f.run_id for f in await store.feedback("T:C:2")] == ["r2"]
+    assert await store.feedback("T:C:9") == []
+    with pytest.raises(NotFound):
+        await store.add_feedback("r9", "U1", "good", 9.0)
+
+
+async def test_everything_survives_a_restart(new_store: Callable[[], Store]) -> None:
+    first = new_store()
     await first.open()
     await first.save_session(session())
     await first.save_history(session().key, [{"role": "user", "content": "hi"}])
@@ -330,7 +423,7 @@ async def test_everything_survives_a_restart(tmp_path: Path) -> None:
     await first.add_tool_call(session().key, tool_call("r1", 1))
     await first.close()
 
-    second = SqliteStore(path)
+    second = new_store()
     await second.open()
     try:
         assert await second.get_session(session().key) == session(cost_usd=0.125)
@@ -342,8 +435,8 @@ async def test_everything_survives_a_restart(tmp_path: Path) -> None:
         await second.close()
 
 
-async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "store.db")
+async def test_a_closed_store_refuses_calls(new_store: Callable[[], Store]) -> None:
+    store = new_store()
     with pytest.raises(StoreError):
         await store.get_session("k")
     await store.open()
@@ -353,6 +446,8 @@ async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
     await store.close()  # twice is fine
     with pytest.raises(StoreError):
         await store.save_session(session())
+    with pytest.raises(StoreError):
+        await store.enqueue(session().key, "q", "U1", 1.0)
 
 
 def test_connections_are_set_up_for_durability(tmp_path: Path) -> None:
@@ -366,10 +461,11 @@ def test_connections_are_set_up_for_durability(tmp_path: Path) -> None:
         conn.close()
 
 
-# Concurrency: one connection on one thread, the event loop free meanwhile.
+# Concurrency: many writers at once, the event loop free meanwhile, and two stores (two
+# processes or replicas) sharing one backing.
 
 
-async def test_fifty_concurrent_writers_all_land(store: SqliteStore) -> None:
+async def test_fifty_concurrent_writers_all_land(store: Store) -> None:
     async def writer(n: int) -> None:
         key = f"T:C:{n}"
         await store.save_session(session(key, last=float(n)))
@@ -392,7 +488,7 @@ async def test_fifty_concurrent_writers_all_land(store: SqliteStore) -> None:
     assert len(await store.runs_in_flight()) == 50
 
 
-async def test_a_big_write_does_not_block_the_event_loop(store: SqliteStore) -> None:
+async def test_a_big_write_does_not_block_the_event_loop(store: Store) -> None:
     await store.save_session(session())
     ticks = 0
 
@@ -409,6 +505,47 @@ async def test_a_big_write_does_not_block_the_event_loop(store: SqliteStore) -> 
     task.cancel()
     assert ticks >= 3
     assert len(await store.load_history(session().key)) == 30
+
+
+async def test_two_stores_hand_each_queued_question_to_one_taker(
+    new_store: Callable[[], Store],
+) -> None:
+    stores = [new_store(), new_store()]
+    for store in stores:
+        await store.open()
+    key = session().key
+    await stores[0].save_session(session())
+    enqueued: list[int] = []
+    takes: list[list[int]] = []
+    producing = True
+
+    async def produce(store: Store, name: str) -> None:
+        for n in range(40):
+            enqueued.append(await store.enqueue(key, f"{name} {n}", name, float(n)))
+            await asyncio.sleep(0)
+
+    async def take(store: Store) -> None:
+        while True:
+            last = not producing  # nothing is enqueued after this take: it drains the queue
+            if not (queued := await store.take_queued(key)) and last:
+                return
+            takes.append([q.id for q in queued])
+            await asyncio.sleep(0.001)
+
+    try:
+        takers = [asyncio.create_task(take(store)) for store in stores * 2]
+        await asyncio.gather(produce(stores[0], "U1"), produce(stores[1], "U2"))
+        producing = False
+        await asyncio.gather(*takers)
+        taken = [id_ for ids in takes for id_ in ids]
+        assert len(set(enqueued)) == 80
+        assert sorted(taken) == sorted(enqueued)  # each one taken, and only once
+        assert all(ids == sorted(ids) for ids in takes)
+        # Ids go on increasing from another store, after the queue was emptied.
+        assert await stores[1].enqueue(key, "late", "U3", 99.0) > max(enqueued)
+    finally:
+        for store in stores:
+            await store.close()
 
 
 # Migrations.

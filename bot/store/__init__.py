@@ -13,9 +13,11 @@ from bot.store.base import (
     SessionRecord,
     SessionState,
     Store,
+    StoreConfigError,
     StoreError,
     ToolCallRecord,
 )
+from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
 
 __all__ = [
@@ -26,12 +28,14 @@ __all__ = [
     "FileRecord",
     "NotFound",
     "Queued",
+    "RedisStore",
     "RunOutcome",
     "RunRecord",
     "SessionRecord",
     "SessionState",
     "SqliteStore",
     "Store",
+    "StoreConfigError",
     "StoreError",
     "ToolCallRecord",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from bot.errors import ConfigError
+
 # active: has a sandbox. idle: its sandbox was destroyed after quiet time. closed: its
 # sandbox is gone for another reason. An idle or closed session resumes on the next message.
 SessionState = Literal["active", "idle", "closed"]
@@ -27,6 +29,11 @@ class StoreError(Exception):
 
 class NotFound(StoreError, LookupError):
     """A write refers to a session or run that is not in the store."""
+
+
+class StoreConfigError(StoreError, ConfigError):
+    """The store cannot be opened as configured (a server that cannot be reached, a refused
+    login); the message is one line naming the setting to fix."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ import bot.store.sqlite_rows as rows
 from bot.store.base import (
     RUN_OUTCOMES,
     SESSION_STATES,
-    SESSION_UPDATABLE,
     FeedbackRecord,
     FileRecord,
     Queued,
@@ -26,6 +25,7 @@ from bot.store.base import (
     ToolCallRecord,
 )
 from bot.store.sqlite_schema import connect, migrate, transaction
+from bot.store.values import check, check_update
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class SqliteStore:
             executor.shutdown(wait=False)
 
     async def save_session(self, record: SessionRecord) -> None:
-        rows.check(record.state, SESSION_STATES)
+        check(record.state, SESSION_STATES)
         await self._write(rows.save_session, record)
 
     async def get_session(self, key: str) -> SessionRecord | None:
@@ -70,10 +70,7 @@ class SqliteStore:
         return await self._read(rows.list_sessions)
 
     async def update_session(self, key: str, **fields: Any) -> None:
-        if unknown := set(fields) - SESSION_UPDATABLE:
-            raise TypeError(f"update_session cannot change {sorted(unknown)}")
-        if "state" in fields:
-            rows.check(fields["state"], SESSION_STATES)
+        check_update(fields)
         await self._write(rows.update_session, key, fields)
 
     async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
@@ -94,7 +91,7 @@ class SqliteStore:
         await self._write(rows.start_run, key, run_id, question, at, user)
 
     async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
-        rows.check(outcome, RUN_OUTCOMES)
+        check(outcome, RUN_OUTCOMES)
         await self._write(rows.end_run, run_id, outcome, at)
 
     async def get_run(self, run_id: str) -> RunRecord | None:

@@ -20,6 +20,7 @@ from bot.store.base import (
     StoreError,
     ToolCallRecord,
 )
+from bot.store.values import text as _text
 
 _SESSION_COLUMNS = (
     "key, team, channel, thread_ts, sandbox_id, state, repo_url, created_at, last_activity"
@@ -243,16 +244,6 @@ def integrity() -> Iterator[None]:
         if "FOREIGN KEY" in str(e):
             raise NotFound("the session or run it refers to is not in the store") from e
         raise StoreError(str(e)) from e
-
-
-def check(value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{value!r} is not one of {allowed}")
-
-
-def _text(s: str) -> str:
-    """The text with lone surrogates replaced: SQLite stores UTF-8, which cannot hold them."""
-    return s.encode("utf-8", "replace").decode("utf-8")
 
 
 def _json(value: Any) -> str:

@@ -1,0 +1,98 @@
+"""Opening the Redis store: connect, check the server answers, stamp or check the layout's
+version, and warn when Redis would not keep the store across its own restart."""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+
+from bot.store.base import StoreConfigError, StoreError
+from bot.store.redis_keys import SCHEMA_VERSION, Keys
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails the start quickly
+SOCKET_TIMEOUT_S = 30.0  # a stuck server fails a call rather than hanging the bot
+
+
+async def connect(url: str, keys: Keys) -> Redis:
+    """A client that has reached the server; a server that cannot be reached or refuses the
+    login is a one-line StoreConfigError naming REDIS_URL."""
+    try:
+        # Commands are not retried: a write whose reply was lost may have landed, and doing
+        # it again could queue a question twice. A connection that breaks mid-call fails
+        # that call. RESP2: on RESP3, redis-py 8 turns on maintenance notifications and then
+        # no longer checks a pooled connection before use, so after a Redis restart every
+        # idle connection would fail its next call instead of reconnecting.
+        client = Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
+            protocol=2,
+        )
+    except ValueError as exc:
+        raise StoreConfigError(unreachable(url, exc)) from None
+    try:
+        await client.ping()
+        await _check_schema(client, keys)
+        await _check_persistence(client, url)
+    except RedisError as exc:
+        await client.aclose()
+        raise StoreConfigError(unreachable(url, exc)) from None
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
+
+
+async def _check_schema(client: Redis, keys: Keys) -> None:
+    """A new Redis gets the current layout's version; a newer layout is refused."""
+    await client.set(keys.schema, SCHEMA_VERSION, nx=True)
+    version = int(await client.get(keys.schema) or 0)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the Redis store has schema version {version}; this code knows {SCHEMA_VERSION}"
+        )
+
+
+async def _check_persistence(client: Redis, url: str) -> None:
+    """Warn when Redis would lose the store on a restart (see README, Redis)."""
+    try:
+        config = await client.config_get("appendonly")
+    except ResponseError:
+        return  # CONFIG is often disabled on managed servers: theirs to get right
+    if config.get("appendonly") != "yes":
+        log.warning(
+            "Redis at %s runs without appendonly: a Redis restart loses what the last "
+            "snapshot did not save. Set appendonly yes.",
+            redacted(url),
+        )
+
+
+def unreachable(url: str, exc: Exception) -> str:
+    """The one line that says the store cannot be opened: where, why, and the setting."""
+    reason = re.sub(r"\s+", " ", str(exc)).strip().rstrip(".") or type(exc).__name__
+    return (
+        f"Configuration error: REDIS_URL: cannot use Redis at {redacted(url)} ({reason}). "
+        "Check that it runs and that REDIS_URL points at it."
+    )
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (in the address or, for unix://, in the query)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "an invalid URL"
+    credentials, _, host = parts.netloc.rpartition("@")
+    netloc = f"{credentials.split(':')[0]}:***@{host}" if ":" in credentials else parts.netloc
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return parts._replace(netloc=netloc, query=query).geturl()

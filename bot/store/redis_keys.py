@@ -1,0 +1,89 @@
+"""The Redis store's key layout: every key under one prefix, so a Redis can be shared.
+
+    {p}schema                 string: the layout's version (SCHEMA_VERSION)
+    {p}sessions               set: every session key
+    {p}session:{key}          hash: the session's fields, JSON-encoded, plus granted_usd and
+                              cost_usd (the sum of its turns' costs) as numbers
+    {p}history:{key}          string: the conversation, JSON
+    {p}files:{key}            list: its files in the order taken in, JSON each
+    {p}run:{run_id}           hash: the run's fields, JSON-encoded ("null" while unset)
+    {p}runs:in_flight         sorted set: unended run ids by started_at (ties by id)
+    {p}queue:{key}            list: waiting questions, JSON [id, question, user, at]
+    {p}ids:queue, ids:turn    counters: never decremented, so ids are never reused
+    {p}turns:{key}            list: the model turns recorded with this key, JSON
+    {p}spend, spend:key:{key}, spend:user:{user}
+                              sorted sets of priced turns by time ("id:cost"), all of them,
+                              by the run's session, by the run's user: what `spent` sums
+    {p}tool_calls:{key}       list: the audit of tool calls, JSON each
+    {p}feedback:{key}         list: feedback on the session's runs, JSON each
+
+Nothing is ever deleted but the queue entries taken; Redis Cluster is not supported (the
+scripts touch keys of several sessions and the global counters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1  # raise it, with a migration in open(), when the layout changes
+
+DEFAULT_PREFIX = "sci:"
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def schema(self) -> str:
+        return f"{self.prefix}schema"
+
+    @property
+    def sessions(self) -> str:
+        return f"{self.prefix}sessions"
+
+    @property
+    def in_flight(self) -> str:
+        return f"{self.prefix}runs:in_flight"
+
+    @property
+    def queue_ids(self) -> str:
+        return f"{self.prefix}ids:queue"
+
+    @property
+    def turn_ids(self) -> str:
+        return f"{self.prefix}ids:turn"
+
+    @property
+    def spend(self) -> str:
+        return f"{self.prefix}spend"
+
+    def session(self, key: str) -> str:
+        return f"{self.prefix}session:{key}"
+
+    def history(self, key: str) -> str:
+        return f"{self.prefix}history:{key}"
+
+    def files(self, key: str) -> str:
+        return f"{self.prefix}files:{key}"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}run:{run_id}"
+
+    def queue(self, key: str) -> str:
+        return f"{self.prefix}queue:{key}"
+
+    def turns(self, key: str) -> str:
+        return f"{self.prefix}turns:{key}"
+
+    def spend_by_key(self, key: str) -> str:
+        return f"{self.prefix}spend:key:{key}"
+
+    def spend_by_user(self, user: str) -> str:
+        return f"{self.prefix}spend:user:{user}"
+
+    def tool_calls(self, key: str) -> str:
+        return f"{self.prefix}tool_calls:{key}"
+
+    def feedback(self, key: str) -> str:
+        return f"{self.prefix}feedback:{key}"

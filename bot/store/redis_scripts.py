@@ -1,0 +1,110 @@
+"""The Redis store's Lua scripts: each check-then-write runs as one script, so replicas racing
+on the same session or run see it happen whole (Redis runs one script at a time).
+
+A script refuses with an error reply whose first word the store maps to its own errors:
+NOTFOUND (a session or run that is not there) or CONFLICT (a run id already taken).
+Hash fields hold JSON, so an unset field is the string "null". Sums are done with Lua's
+doubles and written with 17 significant digits: they read back as the same Python float.
+"""
+
+from __future__ import annotations
+
+# KEYS: the session's hash, the target key. ARGV: a command (SET, RPUSH), its value.
+# The write happens only if the session exists.
+WRITE_FOR_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+return redis.call(ARGV[1], KEYS[2], ARGV[2])
+"""
+
+# KEYS: the session's hash. ARGV: field, value, ... (may be none: then only the check).
+UPDATE_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return 1
+"""
+
+# KEYS: the session's hash. ARGV: USD to add to its Continue allowances.
+GRANT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+local total = tonumber(redis.call('HGET', KEYS[1], 'granted_usd')) + tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'granted_usd', string.format('%.17g', total))
+return 1
+"""
+
+# KEYS: the session's hash, its queue, the queue's id counter.
+# ARGV: the entry's JSON array without its opening bracket and id: ',"question","U1",1.5]'.
+ENQUEUE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+local id = redis.call('INCR', KEYS[3])
+redis.call('RPUSH', KEYS[2], '[' .. id .. ARGV[1])
+return id
+"""
+
+# KEYS: the session's hash, the run's hash, the in-flight set.
+# ARGV: run id, started_at, then the run's field, value, ...
+START_RUN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('CONFLICT run id taken') end
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return 1
+"""
+
+# KEYS: the run's hash, the in-flight set. ARGV: run id, outcome (JSON), ended_at (JSON).
+# Only an unended run changes: when a stop and a failure race, the first outcome stands.
+END_RUN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
+if redis.call('HGET', KEYS[1], 'outcome') == 'null' then
+    redis.call('HSET', KEYS[1], 'outcome', ARGV[2], 'ended_at', ARGV[3])
+    redis.call('ZREM', KEYS[2], ARGV[1])
+end
+return 1
+"""
+
+# KEYS: the run's hash. ARGV: who (JSON). Returns the run's fields, or nil when there is none.
+REQUEST_STOP = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local run = KEYS[1]
+if redis.call('HGET', run, 'outcome') == 'null' and redis.call('HGET', run, 'stopped_by') == 'null'
+then
+    redis.call('HSET', run, 'stopped_by', ARGV[1])
+end
+return redis.call('HGETALL', run)
+"""
+
+# KEYS: the session's hash, the run's hash, the session's turns, the turn id counter, the
+# set of all priced turns. ARGV: the key prefix, the turn's JSON array without its opening
+# bracket and id, its cost ('' when unknown), its time.
+# A priced turn is added to the session's cost and indexed by time under the run's session
+# and the run's user (the key names follow redis_keys.Keys).
+ADD_TURN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('NOTFOUND no run') end
+local id = redis.call('INCR', KEYS[4])
+redis.call('RPUSH', KEYS[3], '[' .. id .. ARGV[2])
+if ARGV[3] ~= '' then
+    local total = tonumber(redis.call('HGET', KEYS[1], 'cost_usd')) + tonumber(ARGV[3])
+    redis.call('HSET', KEYS[1], 'cost_usd', string.format('%.17g', total))
+    local member = id .. ':' .. ARGV[3]
+    local run_key = cjson.decode(redis.call('HGET', KEYS[2], 'key'))
+    local user = cjson.decode(redis.call('HGET', KEYS[2], 'user'))
+    redis.call('ZADD', KEYS[5], ARGV[4], member)
+    redis.call('ZADD', ARGV[1] .. 'spend:key:' .. run_key, ARGV[4], member)
+    redis.call('ZADD', ARGV[1] .. 'spend:user:' .. user, ARGV[4], member)
+end
+return id
+"""
+
+# KEYS: the session's hash, the run's hash, the session's tool calls. ARGV: the call (JSON).
+ADD_TOOL_CALL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('NOTFOUND no run') end
+return redis.call('RPUSH', KEYS[3], ARGV[1])
+"""
+
+# KEYS: the run's hash. ARGV: the key prefix, the feedback (JSON), kept under the run's session.
+ADD_FEEDBACK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
+local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
+return redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
+"""

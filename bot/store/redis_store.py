@@ -1,0 +1,229 @@
+"""The Redis store: the same Store as SQLite's, on a Redis server that several replicas share.
+
+Every write that checks before it writes (the session exists, the run is unended) is one Lua
+script, and taking a thread's queue is one MULTI/EXEC, so racing replicas never see or make
+half a change. The key layout is in redis_keys.py, the encoding in redis_codec.py.
+Opening (and why commands are not retried) is in redis_connect.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError, ResponseError
+
+import bot.store.redis_codec as codec
+import bot.store.redis_scripts as lua
+from bot.store.base import (
+    RUN_OUTCOMES,
+    SESSION_STATES,
+    FeedbackRecord,
+    FileRecord,
+    NotFound,
+    Queued,
+    RunOutcome,
+    RunRecord,
+    SessionRecord,
+    StoreError,
+    ToolCallRecord,
+)
+from bot.store.redis_connect import connect
+from bot.store.redis_keys import DEFAULT_PREFIX, Keys
+from bot.store.values import check, check_update, text
+
+
+class RedisStore:
+    """The Store on Redis (`redis://`, `rediss://` or `unix://` URL), keys under `prefix`."""
+
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
+        self.url = url
+        self.keys = Keys(prefix)
+        self._redis: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+
+    async def open(self) -> None:
+        if self._redis is not None:
+            raise StoreError("the store is already open")
+        client = await connect(self.url, self.keys)
+        self._scripts = {name: client.register_script(getattr(lua, name)) for name in _SCRIPTS}
+        self._redis = client
+
+    async def close(self) -> None:
+        client, self._redis = self._redis, None
+        if client is not None:
+            await client.aclose()
+
+    async def save_session(self, record: SessionRecord) -> None:
+        check(record.state, SESSION_STATES)
+        session = self.keys.session(record.key)
+        with self._errors():
+            async with self._db.pipeline(transaction=True) as tx:
+                tx.hset(session, mapping=codec.session_fields(record))
+                tx.hsetnx(session, "granted_usd", "0")  # the store's own: kept on a save
+                tx.hsetnx(session, "cost_usd", "0")
+                tx.sadd(self.keys.sessions, record.key)
+                await tx.execute()
+
+    async def get_session(self, key: str) -> SessionRecord | None:
+        with self._errors():
+            return codec.session_from(await self._db.hgetall(self.keys.session(key)))
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        with self._errors():
+            keys = await self._db.smembers(self.keys.sessions)
+            found = await self._hashes([self.keys.session(key) for key in keys])
+        records = [r for fields in found if (r := codec.session_from(fields))]
+        return sorted(records, key=lambda r: (-r.last_activity, r.key))
+
+    async def update_session(self, key: str, **fields: Any) -> None:
+        check_update(fields)
+        args = codec.flat(codec.hash_fields(fields))
+        await self._script("UPDATE_SESSION", [self.keys.session(key)], args)
+
+    async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
+        data = await asyncio.to_thread(json.dumps, messages)  # may be megabytes
+        keys = [self.keys.session(key), self.keys.history(key)]
+        await self._script("WRITE_FOR_SESSION", keys, ["SET", data])
+
+    async def load_history(self, key: str) -> list[dict[str, Any]]:
+        with self._errors():
+            data = await self._db.get(self.keys.history(key))
+        return await asyncio.to_thread(json.loads, data) if data else []
+
+    async def add_file(self, key: str, file: FileRecord) -> None:
+        keys = [self.keys.session(key), self.keys.files(key)]
+        await self._script("WRITE_FOR_SESSION", keys, ["RPUSH", codec.file_entry(file)])
+
+    async def files(self, key: str) -> list[FileRecord]:
+        return [codec.file_from(entry) for entry in await self._list(self.keys.files(key))]
+
+    async def start_run(
+        self, key: str, run_id: str, question: str, at: float, user: str = ""
+    ) -> None:
+        keys = [self.keys.session(key), self.keys.run(run_id), self.keys.in_flight]
+        fields = codec.run_fields(key, run_id, question, at, user)
+        await self._script("START_RUN", keys, [run_id, at, *codec.flat(fields)])
+
+    async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
+        check(outcome, RUN_OUTCOMES)
+        keys = [self.keys.run(run_id), self.keys.in_flight]
+        await self._script("END_RUN", keys, [run_id, codec.dumps(outcome), codec.dumps(at)])
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        with self._errors():
+            return codec.run_from(await self._db.hgetall(self.keys.run(run_id)))
+
+    async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
+        fields = await self._script("REQUEST_STOP", [self.keys.run(run_id)], [codec.dumps(by)])
+        run = codec.run_from(fields)
+        return run if run and run.outcome is None else None
+
+    async def grant(self, key: str, usd: float) -> None:
+        await self._script("GRANT", [self.keys.session(key)], [float(usd)])
+
+    async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
+        keys = [self.keys.session(key), self.keys.queue(key), self.keys.queue_ids]
+        entry = codec.tail([text(question), user, at])
+        return int(await self._script("ENQUEUE", keys, [entry]))
+
+    async def take_queued(self, key: str) -> list[Queued]:
+        queue = self.keys.queue(key)
+        with self._errors():
+            async with self._db.pipeline(transaction=True) as tx:
+                entries, _ = await tx.lrange(queue, 0, -1).delete(queue).execute()
+        return sorted((codec.queued_from(e) for e in entries), key=lambda q: q.id)
+
+    async def runs_in_flight(self) -> list[RunRecord]:
+        with self._errors():
+            run_ids = await self._db.zrange(self.keys.in_flight, 0, -1)
+            found = await self._hashes([self.keys.run(run_id) for run_id in run_ids])
+        # A run that ended between the two reads is left out.
+        return [r for fields in found if (r := codec.run_from(fields)) and r.outcome is None]
+
+    async def add_turn(
+        self, key: str, run_id: str, usage: dict[str, int], cost_usd: float | None, at: float
+    ) -> None:
+        k = self.keys
+        keys = [k.session(key), k.run(run_id), k.turns(key), k.turn_ids, k.spend]
+        entry = codec.tail([run_id, usage, cost_usd, at])
+        cost = "" if cost_usd is None else repr(float(cost_usd))
+        await self._script("ADD_TURN", keys, [k.prefix, entry, cost, at])
+
+    async def add_tool_call(self, key: str, call: ToolCallRecord) -> None:
+        keys = [self.keys.session(key), self.keys.run(call.run_id), self.keys.tool_calls(key)]
+        await self._script("ADD_TOOL_CALL", keys, [codec.tool_call_entry(call)])
+
+    async def tool_calls(self, key: str) -> list[ToolCallRecord]:
+        entries = await self._list(self.keys.tool_calls(key))
+        return [codec.tool_call_from(entry) for entry in entries]
+
+    async def add_feedback(self, run_id: str, user: str, value: str, at: float) -> None:
+        entry = codec.feedback_entry(run_id, user, value, at)
+        await self._script("ADD_FEEDBACK", [self.keys.run(run_id)], [self.keys.prefix, entry])
+
+    async def feedback(self, key: str) -> list[FeedbackRecord]:
+        return [codec.feedback_from(entry) for entry in await self._list(self.keys.feedback(key))]
+
+    async def spent(
+        self, *, key: str | None = None, user: str | None = None, since: float = 0.0
+    ) -> float:
+        indexes = [self.keys.spend_by_key(key)] if key is not None else []
+        indexes += [self.keys.spend_by_user(user)] if user is not None else []
+        with self._errors():
+            ranges = [
+                set(await self._db.zrangebyscore(index, since, "+inf"))
+                for index in indexes or [self.keys.spend]
+            ]
+        # Both filters: the turns in both indexes. Summed in the order they were recorded.
+        turns = sorted(map(codec.spend_cost, set.intersection(*ranges)))
+        return float(sum(cost for _, cost in turns))
+
+    # Plumbing.
+
+    @property
+    def _db(self) -> Redis:
+        if self._redis is None:
+            raise StoreError("the store is not open")
+        return self._redis
+
+    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        with self._errors():
+            if self._redis is None:
+                raise StoreError("the store is not open")
+            return await self._scripts[name](keys=keys, args=args)
+
+    async def _hashes(self, names: list[str]) -> list[dict[str, str]]:
+        async with self._db.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(name)
+            return await pipe.execute()
+
+    async def _list(self, name: str) -> list[str]:
+        with self._errors():
+            return await self._db.lrange(name, 0, -1)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _errors() -> Iterator[None]:
+        """Redis errors as the store's own; a script's refusal names what was missing."""
+        try:
+            yield
+        except ResponseError as exc:
+            kind, _, detail = str(exc).partition(" ")
+            if kind == "NOTFOUND":
+                raise NotFound(f"{detail}: the write refers to one not in the store") from None
+            raise StoreError(detail if kind == "CONFLICT" else f"Redis: {exc}") from exc
+        except RedisError as exc:
+            raise StoreError(f"Redis: {exc}") from exc
+
+
+_SCRIPTS = (
+    "WRITE_FOR_SESSION", "UPDATE_SESSION", "GRANT", "ENQUEUE", "START_RUN", "END_RUN",
+    "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
+)  # fmt: skip

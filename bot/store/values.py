@@ -1,0 +1,26 @@
+"""Checks and clean-ups of values that every store backend applies the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.store.base import SESSION_STATES, SESSION_UPDATABLE
+
+
+def check(value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{value!r} is not one of {allowed}")
+
+
+def text(s: str) -> str:
+    """The text with lone surrogates replaced: SQLite stores UTF-8, which cannot hold them, and
+    every backend stores free text the same way."""
+    return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def check_update(fields: dict[str, Any]) -> None:
+    """The fields `update_session` was given: only SESSION_UPDATABLE, and a known state."""
+    if unknown := set(fields) - SESSION_UPDATABLE:
+        raise TypeError(f"update_session cannot change {sorted(unknown)}")
+    if "state" in fields:
+        check(fields["state"], SESSION_STATES)
