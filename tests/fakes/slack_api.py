@@ -18,8 +18,16 @@ Where the sources are vague the fake picks the stricter reading: WebSocket ticke
 single-use; all markdown blocks of a message share one 12,000-character budget
 (``msg_blocks_too_long``) and an over-long ``markdown_text`` is ``msg_too_long``; scopes
 are enforced (``users.info`` needs ``users:read``, which the default scopes lack); a
-missing token is ``not_authed`` and a wrong one ``invalid_auth``. For convenience a file
-share lands in its thread at once (Slack posts it a moment after the upload completes).
+missing token is ``not_authed`` and a wrong one ``invalid_auth``; the bot is in every
+conversation unless a test takes it out (slack_members.py: ``not_in_channel``, and no events
+from there); file downloads redirect to a CDN on another host (slack_cdn.py); acks are
+shape-checked (slack_socket.py). The bot's own posts, edits and deletions come back to it
+as events, as they do in a real channel (``echo_bot_events``, on by default). For
+convenience a file share lands in its thread at once (Slack posts it a moment after the
+upload completes).
+
+What a test left wrong is raised when the fake closes (after a test body that passed):
+malformed acks, and faults injected with ``fail_next`` that no call used up.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from tests.fakes.slack_blocks import (
     message_metadata,
     rich_text,
 )
+from tests.fakes.slack_cdn import FakeCdn
 from tests.fakes.slack_common import (
     TEAM_DOMAIN,
     Json,
@@ -63,6 +72,7 @@ from tests.fakes.slack_common import (
 )
 from tests.fakes.slack_faults import Fault, Faults
 from tests.fakes.slack_files import FileFeatures, UploadedFile, _PendingUpload, _StoredFile
+from tests.fakes.slack_members import Membership
 from tests.fakes.slack_rates import RateLimits
 from tests.fakes.slack_socket import SocketMode, _Socket
 
@@ -153,7 +163,9 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         bot_user_id: str = "U0BOT0001",
         bot_id: str = "B0BOT0001",
         scopes: Iterable[str] = DEFAULT_SCOPES,
-        echo_bot_events: bool = False,
+        echo_bot_events: bool = True,
+        outside: Iterable[str] = (),
+        cdn: bool = True,
         connect_wait_s: float = 5.0,
         stream_lifetime_s: float | None = None,
         ai_refusal: str | None = None,
@@ -169,6 +181,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         self.app_id = parts[2] if len(parts) > 2 else "A0FAKE001"
         # push message / message_changed / message_deleted events for the bot's own posts
         self.echo_bot_events = echo_bot_events
+        self.membership = Membership(outside)  # conversations the bot is not in
+        self.cdn = FakeCdn() if cdn else None  # url_private_download redirects there
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
@@ -186,6 +200,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         self.envelopes: list[Json] = []  # every envelope sent, in order
         self.sent_at: dict[str, float] = {}  # envelope id -> when it was sent
         self.acked_at: dict[str, float] = {}  # envelope id -> when its first ack arrived
+        self.protocol_errors: list[str] = []  # malformed frames from the client
         self.connections = 0
         self.messages: dict[str, list[Message]] = defaultdict(list)
         self.ephemerals: list[Json] = []
@@ -198,6 +213,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         self._pending: dict[str, _PendingUpload] = {}  # upload URL key -> upload
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
+        self._sent: dict[str, Json] = {}  # envelope id -> the envelope
         self._faults = Faults()
         self._event_attempts: dict[str, int] = {}
         self._last_us = 0
@@ -235,6 +251,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         app.router.add_post("/actions/{tail:.*}", self._response_url)
         self._runner, self.base_url = await serve(app)
         self.api_url = f"{self.base_url}/api/"
+        if self.cdn is not None:
+            await self.cdn.__aenter__()
         return self
 
     async def __aexit__(
@@ -251,8 +269,22 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.cdn is not None:
+            await self.cdn.__aexit__(None, None, None)
+        if exc is None and (problems := self.problems()):
+            raise AssertionError("fake Slack: " + "; ".join(problems))
 
     # -- inspecting what the bot did
+
+    def problems(self) -> list[str]:
+        """What the test left wrong: malformed acks, and faults injected but never used.
+        Clear ``protocol_errors`` in a test that sends bad frames on purpose."""
+        unused = self._faults.pending(required_only=True)
+        return self.protocol_errors + [f"fault never used: {f}" for f in unused]
+
+    def pending_faults(self) -> list[str]:
+        """The faults ``fail_next`` queued that no call has used up yet."""
+        return self._faults.pending()
 
     def calls_to(self, method: str) -> list[ApiCall]:
         return [c for c in self.calls if c.method == method]
@@ -315,11 +347,14 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
 
         A ``message`` event always (subtype ``file_share`` with files), and with
         ``mention`` (the text gets a ``<@bot>`` prefix) also an ``app_mention`` event;
-        Slack sends no ``app_mention`` in DMs.
+        Slack sends no ``app_mention`` in DMs, and no event at all from a conversation the
+        bot is not in.
         """
         if mention:
             text = f"<@{self.bot_user_id}> {text}"
         message = self.add_user_message(channel, text, user=user, thread_ts=thread_ts, files=files)
+        if channel not in self.membership:
+            return message
         event = self._as_event(message, subtype="file_share" if "files" in message else None)
         await self.push_event(event)
         if mention and channel_type(channel) != "im":
@@ -431,12 +466,18 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
         status: int = 429,
         retry_after: int = 1,
         error: str = "ratelimited",
+        optional: bool = False,
     ) -> None:
         """Answer the next ``n`` calls to ``method`` with ``{"ok": false, "error": error}``.
 
         Status 429 also carries ``Retry-After``; status 200 makes an ordinary API error.
+        Each fault must be used up by the time the fake closes, unless ``optional``.
         """
-        self._faults.add(method, Fault(status, retry_after, error), n)
+        self._faults.add(method, Fault(status, retry_after, error, optional), n)
+
+    def remove_bot(self, channel: str) -> None:
+        """Take the bot out of a conversation (someone removed it, or never invited it)."""
+        self.membership.outside.add(channel)
 
     # -- Web API
 
@@ -454,6 +495,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode):
             if handler is None:
                 raise SlackError("unknown_method", req_method=method)
             self._authorize(method, headers, call.args)
+            self.membership.check(method, call.args)
             body = {"ok": True, **handler(call.args)}
         except SlackError as err:
             call.error = err.error

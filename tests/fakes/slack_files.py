@@ -1,6 +1,21 @@
 """Files in the fake Slack: files users share (``url_private*`` downloads that need the bot
 token and answer a sign-in page without it, slack-platform.md §4), ``files.info``, and the
-bot's uploads through the three-step external flow (§5)."""
+bot's uploads through the three-step external flow (§5).
+
+Stricter than convenient, as Slack is:
+
+- ``url_private_download`` answers an authorised request with a 302 to the CDN
+  (slack_cdn.py), another host; ``url_private`` serves the bytes itself.
+- A file from a Slack Connect channel can arrive as a stub (``stub_of``): its id and
+  ``"file_access": "check_file_info"``, no name, size or URLs (§3.3); ``files.info`` has
+  the whole object.
+- ``files.completeUploadExternal`` wants the bytes sent to the upload URL to be exactly
+  the ``length`` declared to ``files.getUploadURLExternal`` (else ``invalid_arguments``, with
+  a ``response_metadata`` message saying so), and ``thread_ts`` to be the ts of a message
+  in that channel that is not itself a reply (else ``invalid_thread_ts``). The doc names no
+  error for either; these are the fake's choices (``invalid_thread_ts`` is what Slack's
+  assistant and stream methods answer for a bad ``thread_ts``).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +23,17 @@ import copy
 import mimetypes
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
 
+from tests.fakes.slack_cdn import FakeCdn, chunks
 from tests.fakes.slack_common import TEAM_DOMAIN, Json, SlackError, json_arg, random_id
 
 DOWNLOAD_CHUNK = 64 * 1024
+STUB_FIELDS = ("id", "created", "timestamp", "user")  # what a Slack Connect stub keeps
 LOGIN_PAGE = (
     "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head>"
     "<body><h1>Sign in to fake-ws</h1><form action='/signin'></form></body></html>"
@@ -66,7 +82,9 @@ class FileFeatures:
     downloads: list[tuple[str, bool]]  # (file id, authorised)
     _files: dict[str, _StoredFile]
     _pending: dict[str, _PendingUpload]  # upload URL key -> upload
+    cdn: FakeCdn | None  # where url_private_download redirects; None: no redirect
     # provided by FakeSlack
+    find_message: Any
     _bot_fields: Any
     _store: Any
     _echo: Any
@@ -84,6 +102,11 @@ class FileFeatures:
         """A file a user uploaded; pass it to ``post_user_message(files=[...])``."""
         meta = self._new_file(name, name, content, mimetype, filetype, user)
         return copy.deepcopy(meta)
+
+    @staticmethod
+    def stub_of(file: Json) -> Json:
+        """The file as a Slack Connect channel's event carries it: ``files.info`` has the rest."""
+        return {**{k: file[k] for k in STUB_FIELDS}, "file_access": "check_file_info"}
 
     def _files_info(self, args: Json) -> Json:
         stored = self._files.get(str(args.get("file", "")))
@@ -116,8 +139,12 @@ class FileFeatures:
         channels = [str(args["channel_id"])] if args.get("channel_id") else []
         channels += [c for c in str(args.get("channels") or "").split(",") if c]
         thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
-        if thread_ts and len(channels) != 1:
-            raise SlackError("invalid_arguments")
+        if thread_ts:
+            if len(channels) != 1:
+                raise SlackError("invalid_arguments")
+            self._check_parent(channels[0], thread_ts)
+        for entry in entries:
+            self._check_length(entry)
         uploads = [self._finish_upload(entry) for entry in entries]
         comment = args.get("initial_comment")
         for upload in uploads:
@@ -127,13 +154,31 @@ class FileFeatures:
             self._share(channel, uploads, thread_ts, comment)
         return {"files": [{"id": u.file_id, "title": u.title} for u in uploads]}
 
-    def _finish_upload(self, entry: Any) -> UploadedFile:
+    def _check_parent(self, channel: str, thread_ts: str) -> None:
+        """A file goes into a thread by its parent's ts; a reply's, or none, is refused."""
+        parent = self.find_message(channel, thread_ts)
+        if parent is None or parent.get("thread_ts", thread_ts) != thread_ts:
+            raise SlackError("invalid_thread_ts")
+
+    def _check_length(self, entry: Any) -> None:
+        pending = self._pending_for(entry)[1]
+        if pending.content is not None and len(pending.content) != pending.length:
+            said = f"uploaded {len(pending.content)} bytes, but length was {pending.length}"
+            raise SlackError(
+                "invalid_arguments", response_metadata={"messages": [f"[ERROR] {said}"]}
+            )
+
+    def _pending_for(self, entry: Any) -> tuple[str, _PendingUpload]:
         file_id = entry.get("id") if isinstance(entry, dict) else None
         key = next((k for k, p in self._pending.items() if p.file_id == file_id), None)
         pending = self._pending.get(key or "")
-        if pending is None or pending.content is None:
+        if key is None or pending is None or pending.content is None:
             raise SlackError("file_not_found")
-        del self._pending[key or ""]
+        return key, pending
+
+    def _finish_upload(self, entry: Any) -> UploadedFile:
+        key, pending = self._pending_for(entry)
+        del self._pending[key]
         name, content = pending.filename, pending.content
         title = str(entry.get("title") or name)
         mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -227,6 +272,9 @@ class FileFeatures:
         self.downloads.append((file_id, authorised))
         if not authorised:  # Slack answers a sign-in page, status 200
             return web.Response(text=LOGIN_PAGE, content_type="text/html")
+        meta = stored.meta
+        if "/download/" in request.path and self.cdn is not None:
+            raise web.HTTPFound(self.cdn.link(meta["name"], meta["mimetype"], stored.content))
         disposition = "attachment" if "/download/" in request.path else "inline"
         name = quote(stored.meta["name"])
         response = web.StreamResponse(
@@ -237,12 +285,7 @@ class FileFeatures:
         )
         response.enable_chunked_encoding()
         await response.prepare(request)
-        for chunk in _chunks(stored.content, DOWNLOAD_CHUNK):
+        for chunk in chunks(stored.content, DOWNLOAD_CHUNK):
             await response.write(chunk)
         await response.write_eof()
         return response
-
-
-def _chunks(data: bytes, size: int) -> Iterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]

@@ -1,6 +1,12 @@
 """Socket Mode in the fake Slack (slack-platform.md §1): ``apps.connections.open`` hands out
 single-use tickets, ``/link`` is the WebSocket (``hello`` at once, pings answered), envelopes
-go out on the newest open socket, and acks come back."""
+go out on the newest open socket, and acks come back.
+
+Acks are held to §1.3: a JSON object of ``envelope_id`` (an envelope that was sent, acked
+once) and, only where the envelope ``accepts_response_payload``, an object ``payload``.
+Anything else is a protocol error, kept in ``protocol_errors`` (the fake raises them when it
+closes).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ class SocketMode:
     envelopes: list[Json]  # every envelope sent, in order
     sent_at: dict[str, float]  # envelope id -> when it was sent
     acked_at: dict[str, float]  # envelope id -> when its first ack arrived
+    protocol_errors: list[str]  # malformed frames from the client
+    _sent: dict[str, Json]  # envelope id -> the envelope
     _tickets: set[str]
     _sockets: list[_Socket]
     wait_for: Callable
@@ -103,11 +111,34 @@ class SocketMode:
         try:
             frame = json.loads(data)
         except ValueError:
-            log.warning("fake Slack got a non-JSON frame: %r", data[:200])
-            return
-        if isinstance(frame, dict) and "envelope_id" in frame:
+            frame = None
+        problem = self._ack_problem(frame)
+        if problem:
+            self.protocol_errors.append(f"{problem}: {data[:200]}")
+            log.warning("fake Slack: %s: %r", problem, data[:200])
+        if isinstance(frame, dict) and isinstance(frame.get("envelope_id"), str):
             self.acks.append(frame)
             self.acked_at.setdefault(frame["envelope_id"], time.monotonic())
+
+    def _ack_problem(self, frame: object) -> str | None:
+        """What is wrong with a frame from the client, taken as an ack; None if nothing."""
+        if not isinstance(frame, dict):
+            return "a frame that is not a JSON object"
+        if extra := sorted(set(frame) - {"envelope_id", "payload"}):
+            return f"an ack with fields an ack does not have {extra}"
+        envelope_id = frame.get("envelope_id")
+        envelope = self._sent.get(envelope_id) if isinstance(envelope_id, str) else None
+        if envelope is None:
+            return "an ack for no envelope that was sent"
+        if envelope["envelope_id"] in self.acked_at:
+            return "a second ack of one envelope"
+        if "payload" not in frame:
+            return None
+        if not isinstance(frame["payload"], dict):
+            return "an ack whose payload is not an object"
+        if not envelope.get("accepts_response_payload"):
+            return f"a payload in the ack of a {envelope['type']} envelope, which takes none"
+        return None
 
     def _live_sockets(self) -> list[_Socket]:
         return [s for s in self._sockets if not s.retired and not s.ws.closed]
@@ -126,6 +157,7 @@ class SocketMode:
             sock = await self._wait_for_socket()
             try:
                 async with sock.lock:
+                    self._sent[str(envelope["envelope_id"])] = envelope
                     self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
                     await sock.ws.send_str(frame)
             except ConnectionError:
