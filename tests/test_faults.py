@@ -3,7 +3,6 @@ or one clear message, with the bot still up and nothing answered twice."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from tests.fakes.anthropic_api import (
@@ -37,15 +36,19 @@ async def test_slack_disconnect_mid_run_and_triple_redelivery(
         event = {"type": "app_mention", "user": "U0HUMAN01", "text": "<@U0BOT0001> go",
                  "ts": "1767225600.000500", "channel": CHANNEL, "team": "T0FAKE001"}  # fmt: skip
         for attempt in range(3):  # delivered three times, as Slack does when acks are late
-            await h.slack.push_event(event, event_id="Ev0TRIPLE", retry_attempt=attempt)
+            envelope = await h.slack.push_event(event, event_id="Ev0TRIPLE", retry_attempt=attempt)
+            await h.slack.wait_for_ack(envelope)
         await h.wait_for_text(event["ts"], "Step 1")
         before = h.slack.connections
         await h.slack.disconnect("warning")  # the socket goes away mid-run
         await h.slack.wait_for(lambda: h.slack.connections > before)
         await h.slack.wait_for(lambda: answers(h, event["ts"]) != [], 20)
-        await asyncio.sleep(0.5)
-    assert len(answers(h, event["ts"])) == 1
-    assert len(h.model.requests) == 2
+        # A later question ends a second run: the redeliveries made no run of their own.
+        await h.slack.post_user_message(CHANNEL, "and then?", thread_ts=event["ts"])
+        runs = await h.wait_for_runs(event["ts"], 2, timeout=20)
+    assert runs == [("go", "finished"), ("and then?", "finished")]
+    assert len(answers(h, event["ts"])) == 2
+    assert len(h.model.requests) == 4
 
 
 async def test_slack_429s_on_chat_and_file_calls_and_a_failed_upload(
