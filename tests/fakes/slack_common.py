@@ -3,6 +3,7 @@ small helpers for ids, timestamps and arguments."""
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 import string
@@ -10,6 +11,20 @@ from typing import Any
 
 Json = dict[str, Any]
 TEAM_DOMAIN = "fake-ws"
+
+
+class Message(dict[str, Any]):
+    """A stored message: Slack's own fields, plus where it lives and its earlier versions."""
+
+    def __init__(self, channel: str, fields: Json) -> None:
+        super().__init__(fields)
+        self.channel = channel
+        self.history: list[Json] = []  # earlier versions, oldest first (chat.update)
+
+    @property
+    def versions(self) -> list[Json]:
+        """Every version of the message, the current one last."""
+        return [*self.history, copy.deepcopy(dict(self))]
 
 
 class SlackError(Exception):
