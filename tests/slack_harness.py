@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,38 @@ class Harness:
 
     async def wait_for_text(self, thread_ts: str, needle: str, timeout: float = 20) -> None:
         await self.slack.wait_for(lambda: needle in self.texts(thread_ts), timeout)
+
+    def runs(self, thread_ts: str, channel: str = CHANNEL) -> list[tuple[str, str | None]]:
+        """The thread's runs from the store, oldest first: (question, outcome), the outcome
+        None while the run goes."""
+        rows = self._query(
+            "SELECT question, outcome FROM runs WHERE key = ? ORDER BY started_at",
+            f"{self.slack.team_id}:{channel}:{thread_ts}",
+        )
+        return [(str(q), o) for q, o in rows]
+
+    def queued(self, thread_ts: str, channel: str = CHANNEL) -> list[str]:
+        """The thread's questions waiting in the store for the next run."""
+        key = f"{self.slack.team_id}:{channel}:{thread_ts}"
+        return [str(q) for (q,) in self._query("SELECT question FROM queue WHERE key = ?", key)]
+
+    async def wait_for_runs(
+        self, thread_ts: str, n: int, channel: str = CHANNEL, timeout: float = 20
+    ) -> list[tuple[str, str | None]]:
+        """The thread's runs once `n` of them have ended: the moment a later event has
+        passed, rather than a guess at how long it takes."""
+        ended = lambda: sum(o is not None for _, o in self.runs(thread_ts, channel)) >= n  # noqa: E731
+        await self.slack.wait_for(ended, timeout)
+        return self.runs(thread_ts, channel)
+
+    def _query(self, sql: str, *args: str) -> list[tuple]:
+        if not self.settings.store_path.exists():
+            return []
+        with contextlib.closing(sqlite3.connect(self.settings.store_path, timeout=5)) as db:
+            try:
+                return db.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:  # the bot has not made its tables yet
+                return []
 
 
 def _all_text(message: dict[str, Any]) -> str:

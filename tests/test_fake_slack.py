@@ -12,18 +12,14 @@ import aiohttp
 import pytest
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.socket_mode.aiohttp import SocketModeClient
-from slack_sdk.socket_mode.request import SocketModeRequest
-from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.fakes.slack_api import DEFAULT_SCOPES, FakeSlack
+from tests.slack_clients import CONNECT_TIMEOUT_S, api_error, socket_mode
 
 CHANNEL = "C0CHAN001"
 HUMAN = "U0HUMAN01"
 TS_RE = re.compile(r"^\d{10}\.\d{6}$")
-CONNECT_TIMEOUT_S = 5.0
 ENV_TO_CLEAR = (
     "HTTPS_PROXY",
     "https_proxy",
@@ -57,41 +53,12 @@ def client(slack: FakeSlack) -> AsyncWebClient:
     return AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
 
 
-async def api_error(call: Any) -> SlackApiError:
-    """The SlackApiError an awaited SDK call raises."""
-    with pytest.raises(SlackApiError) as err:
-        await call
-    return err.value
-
-
 def section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
 def markdown(text: str) -> dict[str, Any]:
     return {"type": "markdown", "text": text}
-
-
-@contextlib.asynccontextmanager
-async def socket_mode(
-    slack: FakeSlack,
-) -> AsyncIterator[tuple[SocketModeClient, list[SocketModeRequest]]]:
-    """A connected SocketModeClient that acks every envelope and keeps what it got."""
-    received: list[SocketModeRequest] = []
-    sm = SocketModeClient(
-        app_token=slack.app_token, web_client=AsyncWebClient(base_url=slack.api_url)
-    )
-
-    async def listener(client: Any, req: SocketModeRequest) -> None:
-        received.append(req)
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-
-    sm.socket_mode_request_listeners.append(listener)
-    try:
-        await asyncio.wait_for(sm.connect(), CONNECT_TIMEOUT_S)
-        yield sm, received
-    finally:
-        await sm.close()
 
 
 def bolt_app(slack: FakeSlack) -> AsyncApp:
@@ -422,20 +389,20 @@ async def test_downloads_need_the_bot_token(slack: FakeSlack) -> None:
     auth = {"Authorization": f"Bearer {slack.bot_token}"}
 
     async with aiohttp.ClientSession() as http:
-        async with http.get(file["url_private_download"], headers=auth) as resp:
-            assert resp.status == 200
-            assert resp.content_type == "application/octet-stream"
+        async with http.get(file["url_private"], headers=auth) as resp:
+            assert (resp.status, resp.content_type) == (200, "application/octet-stream")
             assert resp.headers["Transfer-Encoding"] == "chunked"
-            assert "attachment" in resp.headers["Content-Disposition"]
+            assert "inline" in resp.headers["Content-Disposition"]
             assert await resp.read() == content
         async with http.get(file["url_private"]) as resp:
             assert (resp.status, resp.content_type) == (200, "text/html")
             assert "Sign in" in await resp.text()
         bad = {"Authorization": "Bearer xoxb-wrong"}
         async with http.get(file["url_private_download"], headers=bad) as resp:
-            assert (resp.status, resp.content_type) == (200, "text/html")
+            assert (resp.status, resp.content_type, resp.history) == (200, "text/html", ())
 
     assert slack.downloads == [(file["id"], True), (file["id"], False), (file["id"], False)]
+    assert slack.cdn is not None and slack.cdn.requests == []
 
 
 # --------------------------------------------------------------------------- Socket Mode
@@ -542,21 +509,6 @@ async def test_user_messages_push_message_and_app_mention_events(slack: FakeSlac
     assert (direct["type"], direct["channel_type"]) == ("message", "im")  # no app_mention in DMs
 
 
-async def test_echo_bot_events() -> None:
-    async with FakeSlack(echo_bot_events=True) as slack:
-        client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
-        async with socket_mode(slack) as (_, received):
-            posted = await client.chat_postMessage(channel=CHANNEL, text="hello")
-            await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="hello again")
-            await slack.wait_for(lambda: len(slack.acks) == 2)
-
-    own, changed = (r.payload["event"] for r in received)
-    assert own["bot_id"] == slack.bot_id and "subtype" not in own
-    assert changed["subtype"] == "message_changed"
-    assert changed["message"]["text"] == "hello again"
-    assert changed["previous_message"]["text"] == "hello"
-
-
 # --------------------------------------------------------------------------- Bolt
 
 
@@ -575,14 +527,16 @@ async def test_bolt_app_mention_reply_in_thread(slack: FakeSlack) -> None:
 
     async with running(slack, app):
         message = await slack.post_user_message(CHANNEL, "hello", mention=True)
-        await slack.wait_for(lambda: len(slack.thread(CHANNEL, message["ts"])) == 2)
+        await slack.wait_for(lambda: len(slack.envelopes) == 3)  # the reply's own event too
         for envelope in slack.envelopes:
             await slack.wait_for_ack(envelope["envelope_id"])
 
-    reply = slack.thread(CHANNEL, message["ts"])[1]
+    [_, reply] = slack.thread(CHANNEL, message["ts"])  # Bolt dropped the bot's own message
     assert reply["text"] == "you said: <@U0BOT0001> hello"
     assert (reply["thread_ts"], reply["bot_id"]) == (message["ts"], slack.bot_id)
-    assert [e["payload"]["event"]["type"] for e in slack.envelopes] == ["message", "app_mention"]
+    events = [e["payload"]["event"] for e in slack.envelopes]
+    assert [e["type"] for e in events] == ["message", "app_mention", "message"]
+    assert (events[2]["ts"], events[2]["bot_id"]) == (reply["ts"], slack.bot_id)
     assert slack.calls_to("auth.test")  # Bolt checks the token lazily
     assert slack.calls_to("chat.postMessage")[0].args["team_id"] == slack.team_id
 
@@ -643,5 +597,5 @@ async def test_bolt_button_click_reaches_the_action_handler(slack: FakeSlack) ->
         await slack.wait_for(lambda: len(clicks) == 2)
 
     assert sorted(clicks) == [("42", HUMAN, posted["ts"]), ("bad", HUMAN, posted["ts"])]
-    assert slack.envelopes[0]["type"] == "interactive"
-    assert slack.envelopes[0]["payload"]["type"] == "block_actions"
+    clicked = [e for e in slack.envelopes if e["type"] == "interactive"]
+    assert [e["payload"]["type"] for e in clicked] == ["block_actions", "block_actions"]

@@ -78,13 +78,14 @@ async def test_access_lists_and_direct_messages(sandbox_root: Path, monkeypatch)
         await h.slack.post_user_message("C0OTHER", "hi", mention=True, user="U0STRANGER")
         await h.slack.post_user_message("D0DIRECT1", "psst")
         await h.slack.wait_for(lambda: len(h.slack.ephemerals) == 3)
+        # each refusal is told before anything else is done: no session, no sandbox
+        assert h.model.requests == [] and h.sandboxes_alive() == 0
         notes = " ".join(e.get("text", "") for e in h.slack.ephemerals)
         assert "not enabled in this channel" in notes and "not on it" in notes
         assert "direct messages" in notes
         allowed = await h.slack.post_user_message("C0OTHER", "allowed", mention=True)
         await h.slack.wait_for(lambda: "answer to: allowed" in _texts(h, "C0OTHER", allowed["ts"]))
-        # the refused three came first: had any reached the model, it would show by now
-        assert len(h.model.requests) == 1 and h.sandboxes_alive() == 1
+    assert [r.messages[-1]["content"][-1]["text"] for r in h.model.requests] == ["allowed"]
 
 
 async def test_direct_messages_start_a_session(sandbox_root: Path, monkeypatch) -> None:

@@ -110,6 +110,16 @@ class AgentRun:
         await self._end()
         await self._stream.finish(f":warning: {message}", [], self._notes)
 
+    def abandon(self) -> None:
+        """The channel is gone: stop refreshing the status and streaming, with no further
+        call to Slack."""
+        if self._refresher is not None:
+            self._refresher.cancel()
+        if self._live is not None:
+            self._live.abandon()
+        if self._classic is not None:
+            self._classic.abandon()
+
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""
         note = f"Waiting about {wait_s:.0f}s for Slack (this workspace is busy)…"

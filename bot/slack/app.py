@@ -25,6 +25,7 @@ from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
+from bot.slack.startup import check_slack
 from bot.slack.view import views
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ async def serve(
     the next start; a turn still running after the grace period is interrupted).
     `provider` replaces the one the settings describe (benchmarks bring their own)."""
     bot_token, app_token = slack_tokens(settings)
+    await check_slack(bot_token, app_token, settings.slack_api_url)
     store = build_store(settings)
     await store.open()
     runtime = Runtime.from_settings(settings, provider)
@@ -126,7 +128,7 @@ async def serve(
         rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
-    files = SlackFiles(bot_token, settings.slack_api_url, http)
+    files = SlackFiles(bot_token, settings.slack_api_url, http, client)
 
     async def asker(run_id: str) -> str:
         run = await store.get_run(run_id)

@@ -1,8 +1,11 @@
 """Files from Slack: which ones are data, and streaming them with the bot token.
 
-The token only ever goes to Slack's own hosts (and the configured API host): redirects are
-followed by hand. Slack answers a download without the right scope with an HTML sign-in
-page (status 200), which is caught here rather than passed on as data.
+The token only ever goes to Slack's own hosts (and the configured API host). Slack answers
+a download with a redirect to its CDN, another host: redirects are followed by hand, with
+the token only where it may go (the signed link needs none). Slack answers a download
+without the right scope with an HTML sign-in page (status 200), which is caught here rather
+than passed on as data. A file shared from a Slack Connect channel arrives as a stub
+(`"file_access": "check_file_info"`, no name or links); `files.info` gives the whole of it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
 
@@ -44,10 +49,17 @@ def data_kind(file: dict[str, Any]) -> str | None:
 
 
 class SlackFiles:
-    def __init__(self, token: str, api_url: str, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        token: str,
+        api_url: str,
+        session: aiohttp.ClientSession,
+        client: AsyncWebClient | None = None,
+    ) -> None:
         self._token = token
         self._api_host = urlsplit(api_url).hostname or ""
         self._session = session
+        self._client = client or AsyncWebClient(token=token, base_url=api_url, session=session)
 
     def trusted(self, url: str) -> bool:
         """May the bot token be sent to this URL?"""
@@ -57,25 +69,45 @@ class SlackFiles:
             for domain in ("slack.com", "slack-edge.com")
         )
 
+    async def resolve(self, file: dict[str, Any]) -> dict[str, Any]:
+        """The whole file object: a stub (no links) is looked up with `files.info`."""
+        links = file.get("url_private_download") or file.get("url_private")
+        if file.get("file_access") != "check_file_info" and (links or not file.get("id")):
+            return file
+        try:
+            response = await self._client.files_info(file=str(file["id"]))
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            raise FileUnreadable(f"Slack would not describe file {file['id']} ({error}).") from exc
+        return dict(response["file"])
+
     async def stream(self, file: dict[str, Any]) -> AsyncIterator[bytes]:
         """The file's bytes, chunk by chunk."""
         name = file.get("name") or file.get("id") or "the file"
         url = file.get("url_private_download") or file.get("url_private")
         if not url:
             raise FileUnreadable(f"Slack gave no download link for {name}.")
+        if not self.trusted(url):
+            raise FileUnreadable(f"{name} points outside Slack; it was not downloaded.")
         for _ in range(MAX_REDIRECTS + 1):
-            if not self.trusted(url):
-                raise FileUnreadable(f"{name} points outside Slack; it was not downloaded.")
-            headers = {"Authorization": f"Bearer {self._token}"}
+            # where Slack redirects (its CDN) is followed, but gets the token only if trusted
+            headers = {"Authorization": f"Bearer {self._token}"} if self.trusted(url) else {}
             async with self._session.get(url, headers=headers, allow_redirects=False) as response:
                 if response.status in (301, 302, 303, 307, 308):
-                    url = urljoin(url, response.headers.get("Location", ""))
+                    url = _next_hop(url, response, name)
                     continue
                 _check(response, name)
                 async for chunk in response.content.iter_chunked(CHUNK):
                     yield chunk
                 return
         raise FileUnreadable(f"Slack redirected the download of {name} too many times.")
+
+
+def _next_hop(url: str, response: aiohttp.ClientResponse, name: str) -> str:
+    target = urljoin(url, response.headers.get("Location", ""))
+    if urlsplit(target).scheme not in ("https", "http"):
+        raise FileUnreadable(f"Slack redirected the download of {name} somewhere odd.")
+    return target
 
 
 def _check(response: aiohttp.ClientResponse, name: str) -> None:

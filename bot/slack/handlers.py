@@ -7,7 +7,6 @@ import asyncio
 import logging
 import re
 import time
-import uuid
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -21,15 +20,20 @@ from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.sessions.run import error_ref
 from bot.slack import render
 from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
+from bot.slack.file_notes import file_note, intake_note, safe_display, size_text
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
-from bot.slack.poster import SlackPoster
+from bot.slack.poster import GONE, SlackPoster
 from bot.slack.threads import Seen, ThreadRef
 from bot.store.base import Store, StoreError
 
 log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
+NOT_A_MEMBER = (
+    "I'm not in this channel, so I can't post the analysis here. Invite me first "
+    "(`/invite @` and my name), then run `/analyze` again."
+)
 EXPLORE = (
     "Explore the data files in the repository at /buddy/data: what they hold, their size "
     "and quality, and the key findings. Write the report."
@@ -103,7 +107,7 @@ class SlackBot:
             return f":warning: {exc}"
         task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return None
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
@@ -138,6 +142,11 @@ class SlackBot:
     async def on_continue(self, key: str, user: str) -> None:
         """The Continue button: a further allowance for the thread, and the run goes on."""
         await self.engine.continue_run(key, user)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception():
+            log.error("starting an analysis failed", exc_info=task.exception())
 
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking work; running turns get `grace_s` to finish, then are interrupted
@@ -203,15 +212,17 @@ class SlackBot:
         """Take one file in; the note on it says how that went."""
         name = safe_display(file.get("name") or file.get("id", "file"))
         try:
+            file = await self.files.resolve(file)  # a Slack Connect stub: its whole object
+            name = safe_display(file.get("name") or file.get("id", "file"))
             taken = await self._add_file(ref, file, name)
         except BotError as exc:
-            return _note(f":no_entry_sign: {exc}", f"Skipped {name}", str(exc), ok=False)
+            return file_note(f":no_entry_sign: {exc}", f"Skipped {name}", str(exc), ok=False)
         except Exception as exc:
             said = f"Could not read {name} (ref {error_ref(exc, f'taking in {name}')})."
-            return _note(f":warning: {said}", f"Could not read {name}", said, ok=False)
+            return file_note(f":warning: {said}", f"Could not read {name}", said, ok=False)
         text = intake_note(name, taken)
-        card = "\n".join(for_slack(card) for card in taken.cards) or _size(taken.size)
-        return _note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
+        card = "\n".join(for_slack(card) for card in taken.cards) or size_text(taken.size)
+        return file_note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
 
     async def _add_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
         kind = data_kind(file)
@@ -234,35 +245,17 @@ class SlackBot:
     async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
         user, channel = command.get("user_id", ""), command["channel_id"]
         asked = f": {question}" if question else ""
-        ts = await self.poster.post(channel, None, f"<@{user}> asked me to analyze {url}{asked}")
+        said = f"<@{user}> asked me to analyze {url}{asked}"
+        try:
+            ts = await self.poster.post(channel, None, said)
+        except SlackApiError as exc:  # slash commands work in channels the bot is not in
+            if exc.response.get("error") not in GONE:
+                raise
+            log.info("/analyze in %s, which the bot is not in: told %s", channel, user)
+            await self.poster.respond(command.get("response_url", ""), NOT_A_MEMBER)
+            return
         ref = ThreadRef(command.get("team_id", ""), channel, ts)
         await self.engine.ask(ref.key, question or EXPLORE, user=user, repo_url=url)
-
-
-def safe_display(name: str) -> str:
-    """A file name as it may appear in a message: no mrkdwn, control or direction marks."""
-    shown = "".join(c for c in name if c.isprintable())  # drops controls and bidi marks
-    return render.escape(shown.replace("`", "'"))[:120] or "file"
-
-
-def intake_note(name: str, taken: DataFile) -> str:
-    """The thread's note for a file taken in: its data card, or its size when it has none."""
-    if not taken.cards:
-        return f":inbox_tray: Got {name} ({_size(taken.size)}) → `{taken.path}`"
-    cards = "\n".join(for_slack(card) for card in taken.cards)
-    first, _, rest = cards.partition("\n")
-    return f":inbox_tray: {first} → `{taken.path}`" + (f"\n{rest}" if rest else "")
-
-
-def _note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
-    task = {
-        "type": "task_update",
-        "id": f"file-{uuid.uuid4().hex[:8]}",
-        "title": title[:120],
-        "status": "complete" if ok else "error",
-        "output": output[: render.EXCERPT_MAX],
-    }
-    return FileNote(text, task)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
@@ -271,11 +264,3 @@ def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
 
 def _message_id(event: dict[str, Any]) -> str:
     return f"{event.get('channel')}/{event.get('ts')}"
-
-
-def _size(size: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")

@@ -73,6 +73,12 @@ class LiveMessage:
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
 
+    def abandon(self) -> None:
+        """The channel is gone: nothing more is sent."""
+        self._ended = True
+        if self._flusher is not None:
+            self._flusher.cancel()
+
     async def finish(self, text: str, blocks: list[Chunk], notes: list[str]) -> None:
         """End with `text` (markdown) and `blocks` at the bottom; what does not fit
         continues in further messages, `blocks` under the last. Without a stream, `notes`

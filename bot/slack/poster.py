@@ -16,11 +16,15 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.scrub import NO_SECRETS, Scrubber
 from bot.slack.pacing import OnWait, Pacer
 
 log = logging.getLogger(__name__)
+
+# What Slack answers where the bot cannot post: it is not in the channel (any more).
+GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 
 
 @dataclass
@@ -94,6 +98,14 @@ class SlackPoster:
         await self.client.chat_postEphemeral(
             channel=channel, user=user, text=self.scrub.text(text), thread_ts=thread_ts
         )
+
+    async def respond(self, response_url: str, text: str) -> None:
+        """A private reply to a slash command through its response_url, which works even
+        where the bot cannot post (a channel it is not in)."""
+        webhook = AsyncWebhookClient(response_url, session=self.client.session)
+        response = await webhook.send(text=self.scrub.text(text), response_type="ephemeral")
+        if response.status_code != 200:
+            log.warning("could not answer a slash command: HTTP %s", response.status_code)
 
     async def upload(
         self,

@@ -70,6 +70,11 @@ class SlackProgress:
     async def say(self, text: str) -> None:
         await self._poster.post(self._channel, self._thread_ts, text, [render.section(text)])
 
+    def abandon(self) -> None:
+        """The channel is gone: stop the ticker, with no further call to Slack."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+
     async def _end(self, label: str) -> None:
         if self._ticker is not None:
             self._ticker.cancel()

@@ -1,11 +1,19 @@
 """How a thread shows what the engine reports: one `SlackView` per run (the engine asks for a
-fresh one each time), drawing the run's progress, answer, files and notes."""
+fresh one each time), drawing the run's progress, answer, files and notes.
+
+When Slack says the bot is no longer in the channel (someone removed it, or the channel was
+archived), nothing more can be shown there: the view says so once in the log, stops its
+background edits, and stops the run (no one would see it go on)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
-from bot.agent.events import RunFinished
+from slack_sdk.errors import SlackApiError
+
+from bot.agent.events import RunFailed, RunFinished
+from bot.errors import BotError
 from bot.sessions.events import (
     BudgetSpent,
     Outputs,
@@ -21,11 +29,23 @@ from bot.sessions.events import (
 from bot.slack import render
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.agent_view import AgentRun
-from bot.slack.poster import SlackPoster
+from bot.slack.poster import GONE, SlackPoster
 from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
 
+log = logging.getLogger(__name__)
+
 OUTPUT_MAX_BYTES = 50 << 20
+# After these there is nothing left to stop: a gone channel only means they go unseen.
+LAST_WORDS = (
+    RunFinished,
+    RunFailed,
+    RunStopped,
+    RunInterrupted,
+    OutputsReady,
+    BudgetSpent,
+    SandboxSuspended,
+)
 SHUTDOWN_NOTE = (
     "The bot is restarting, so this run was interrupted. Reply here (for example "
     '"continue") in a minute to pick it up; the conversation and files are kept.'
@@ -51,6 +71,10 @@ def _upload(name: str, content: bytes) -> dict[str, object]:
     if name.lower().endswith(IMAGE_SUFFIXES):
         upload["alt_txt"] = f"Chart from the analysis: {name.rsplit('.', 1)[0]}"
     return upload
+
+
+class ChannelGone(BotError):
+    """The bot can no longer post in the thread's channel."""
 
 
 async def ignore(event: SessionEvent) -> None:
@@ -97,8 +121,32 @@ class SlackView:
         self._agent, self._asker = agent, asker
         self._progress: SlackProgress | AgentRun | None = None
         self._finished: RunFinished | None = None
+        self._gone = False  # Slack said the bot is not in the channel
 
     async def __call__(self, event: SessionEvent) -> None:
+        if self._gone:
+            return
+        try:
+            await self._show(event)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error"))
+            if error not in GONE:
+                raise
+            self._lose_channel(error)
+            if not isinstance(event, LAST_WORDS):
+                raise ChannelGone(f"I can no longer post in this channel ({error}).") from None
+
+    def _lose_channel(self, error: str) -> None:
+        self._gone = True
+        if self._progress is not None:
+            self._progress.abandon()
+        log.warning(
+            "Slack answered %s for channel %s: the bot is not in it (any more), so the work in "
+            "thread %s stops here. Invite the bot back to the channel to go on.",
+            error, self._ref.channel, self._ref.ts,
+        )  # fmt: skip
+
+    async def _show(self, event: SessionEvent) -> None:
         match event:
             case RunStarted():
                 self._progress = await self._begin(event.run_id)

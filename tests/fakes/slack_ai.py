@@ -32,10 +32,14 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   ``assistant:write``.
 - ``ai_refusal`` (say ``feature_not_enabled``) makes all four methods answer that error,
   like a workspace without the feature.
+- Like the bot's other posts, a stream comes back to it as events: a ``message`` when it
+  starts and a ``message_changed`` when it stops (appends send none; the doc does not say
+  what Slack sends for them).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +101,9 @@ class AssistantFeatures:
     _bot_fields: Any
     _store: Any
     _checked_blocks: Any
+    _echo: Any
+    _as_event: Any
+    _changed_event: Any
 
     def _ai_methods(self) -> dict[str, Any]:
         return {
@@ -193,6 +200,7 @@ class AssistantFeatures:
         self._clear_status(channel, thread_ts)
         self.streams[stream.ts] = stream
         self._render(stream, message)
+        self._echo(self._as_event(message, subtype=None))
         return {"channel": channel, "ts": stream.ts}
 
     def _append_stream(self, args: Json) -> Json:
@@ -206,11 +214,13 @@ class AssistantFeatures:
     def _stop_stream(self, args: Json) -> Json:
         stream, message = self._live_stream(args)
         blocks = args.get("blocks")
+        previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
         if blocks:
             stream.final_blocks += self._checked_blocks(blocks)
         stream.stopped = True
         self._render(stream, message)
+        self._echo(self._changed_event(stream.channel, message, previous))
         return {"channel": stream.channel, "ts": stream.ts, "message": dict(message)}
 
     # -- helpers

@@ -1,10 +1,11 @@
 """A fake Slack workspace for end-to-end tests: Web API, Socket Mode, files and response URLs.
 
-One aiohttp server on 127.0.0.1 serves everything the real ``slack_sdk`` / Bolt clients
-touch (slack-platform.md §10): ``/api/<method>``, the Socket Mode WebSocket at ``/link``,
-upload URLs, ``url_private*`` downloads and ``response_url`` sinks. The workspace keeps the
-state the bot's calls leave behind (messages with their edit history, reactions, uploads)
-and tests drive the bot as users would::
+One aiohttp server on 127.0.0.1 serves what the real ``slack_sdk`` / Bolt clients touch
+(slack-platform.md §10): ``/api/<method>``, the Socket Mode WebSocket at ``/link``
+(slack_socket.py), upload URLs, ``url_private*`` downloads (slack_files.py; the CDN they
+redirect to is a second server, on 127.0.0.2) and ``response_url`` sinks. The workspace
+keeps the state the bot's calls leave behind (messages with their edit history, reactions,
+uploads) and tests drive the bot as users would (slack_users.py)::
 
     async with FakeSlack() as slack:
         client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
@@ -18,8 +19,16 @@ Where the sources are vague the fake picks the stricter reading: WebSocket ticke
 single-use; all markdown blocks of a message share one 12,000-character budget
 (``msg_blocks_too_long``) and an over-long ``markdown_text`` is ``msg_too_long``; scopes
 are enforced (``users.info`` needs ``users:read``, which the default scopes lack); a
-missing token is ``not_authed`` and a wrong one ``invalid_auth``. For convenience a file
-share lands in its thread at once (Slack posts it a moment after the upload completes).
+missing token is ``not_authed`` and a wrong one ``invalid_auth``; the bot is in every
+conversation unless a test takes it out (slack_members.py: ``not_in_channel``, and no events
+from there); file downloads redirect to a CDN on another host (slack_cdn.py); acks are
+shape-checked (slack_socket.py). The bot's own posts, edits and deletions come back to it
+as events, as they do in a real channel (``echo_bot_events``, on by default). For
+convenience a file share lands in its thread at once (Slack posts it a moment after the
+upload completes).
+
+What a test left wrong is raised when the fake closes (after a test body that passed):
+malformed acks, and faults injected with ``fail_next`` that no call used up.
 """
 
 from __future__ import annotations
@@ -29,30 +38,41 @@ import base64
 import bisect
 import copy
 import json
-import logging
-import mimetypes
 import re
-import secrets
-import string
 import time
-import uuid
-from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
 
-from aiohttp import BodyPartReader, WSMsgType, web
+from aiohttp import web
 
 from tests.fakes.loopback import serve
 from tests.fakes.slack_ai import AssistantFeatures, StatusChange, Stream
-from tests.fakes.slack_common import Json, SlackError
+from tests.fakes.slack_blocks import (
+    checked_blocks,
+    message_content,
+    message_metadata,
+)
+from tests.fakes.slack_cdn import FakeCdn
+from tests.fakes.slack_common import (
+    TEAM_DOMAIN,
+    Json,
+    Message,
+    SlackError,
+    channel_type,
+    flag,
+    ts_key,
+)
+from tests.fakes.slack_faults import Fault, Faults
+from tests.fakes.slack_files import FileFeatures, UploadedFile, _PendingUpload, _StoredFile
+from tests.fakes.slack_members import Membership
 from tests.fakes.slack_rates import RateLimits
+from tests.fakes.slack_socket import SocketMode, _Socket
+from tests.fakes.slack_users import UserActions
 
 __all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
-
-log = logging.getLogger(__name__)
 
 DEFAULT_SCOPES = (
     "app_mentions:read",
@@ -88,25 +108,7 @@ METHOD_SCOPES = {
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
-MAX_BLOCKS = 50
-MAX_TEXT = 40_000
-MAX_SECTION_TEXT = 3_000
-MAX_FIELD_TEXT = 2_000
-MAX_FIELDS = 10
-MAX_HEADER_TEXT = 150
-MAX_CONTEXT_ELEMENTS = 10
-MAX_ACTIONS_ELEMENTS = 25
-MAX_MARKDOWN = 12_000  # markdown_text, and all markdown blocks of one message together
-MAX_BLOCK_ID = 255
-DOWNLOAD_CHUNK = 64 * 1024
-VERIFICATION_TOKEN = "fake-verification-token"
-TEAM_DOMAIN = "fake-ws"
 BOT_NAME = "fakebot"
-MENTION_RE = re.compile(r"<@([A-Z0-9]+)>")
-LOGIN_PAGE = (
-    "<!DOCTYPE html><html><head><title>Sign in | Slack</title></head>"
-    "<body><h1>Sign in to fake-ws</h1><form action='/signin'></form></body></html>"
-)
 
 
 # --------------------------------------------------------------------------- records
@@ -125,233 +127,10 @@ class ApiCall:
     at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
-@dataclass
-class UploadedFile:
-    """A file the bot uploaded through the three-step external upload."""
-
-    file_id: str
-    filename: str
-    title: str
-    content: bytes
-    channel_id: str | None = None  # the (first) conversation it was shared to
-    thread_ts: str | None = None
-    initial_comment: str | None = None
-    declared_length: int = 0  # `length` given to files.getUploadURLExternal
-    alt_txt: str | None = None  # an image's description, given to files.getUploadURLExternal
-
-
-class Message(dict[str, Any]):
-    """A stored message: Slack's own fields, plus where it lives and its earlier versions."""
-
-    def __init__(self, channel: str, fields: Json) -> None:
-        super().__init__(fields)
-        self.channel = channel
-        self.history: list[Json] = []  # earlier versions, oldest first (chat.update)
-
-    @property
-    def versions(self) -> list[Json]:
-        """Every version of the message, the current one last."""
-        return [*self.history, copy.deepcopy(dict(self))]
-
-
-@dataclass
-class _Socket:
-    ws: web.WebSocketResponse
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    retired: bool = False  # sent a `disconnect`; no more envelopes go here
-
-
-@dataclass
-class _StoredFile:
-    meta: Json  # the Slack file object
-    content: bytes
-
-
-@dataclass
-class _PendingUpload:
-    file_id: str
-    filename: str
-    length: int
-    content: bytes | None = None
-    alt_txt: str | None = None
-
-
-@dataclass(frozen=True)
-class _Fault:
-    status: int
-    retry_after: int
-    error: str
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _random(n: int, alphabet: str = string.ascii_uppercase + string.digits) -> str:
-    return "".join(secrets.choice(alphabet) for _ in range(n))
-
-
-def _block_id() -> str:
-    return _random(5, string.ascii_letters + string.digits)
-
-
-def _ts_key(ts: str) -> tuple[int, int]:
-    sec, _, frac = str(ts).partition(".")
-    try:
-        return int(sec or 0), int((frac + "000000")[:6])
-    except ValueError:
-        return 0, 0
-
-
-def _flag(value: Any) -> bool:
-    """A boolean argument: JSON true, or "1"/"true" in a query string or form."""
-    return value is True or str(value).lower() in ("1", "true")
-
-
-def _json_arg(args: Json, key: str, error: str = "invalid_arguments") -> Any:
-    """A structured argument; form and query values carry it as a JSON string."""
-    value = args.get(key)
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            raise SlackError(error) from None
-    return value
-
-
-def _channel_type(channel: str) -> str:
-    return {"D": "im", "G": "group"}.get(channel[:1], "channel")
-
-
-def _rich_text(text: str) -> list[Json]:
-    """The rich_text block Slack's clients attach to what a user types."""
-    elements: list[Json] = []
-    for i, part in enumerate(MENTION_RE.split(text)):
-        if i % 2:
-            elements.append({"type": "user", "user_id": part})
-        elif part:
-            elements.append({"type": "text", "text": part})
-    section = {"type": "rich_text_section", "elements": elements}
-    return [{"type": "rich_text", "block_id": _block_id(), "elements": [section]}]
-
-
-def _text_len(obj: Any) -> int:
-    return len(obj.get("text", "")) if isinstance(obj, dict) else 0
-
-
-def _block_problems(blocks: list[Any]) -> list[str]:
-    """Block Kit violations, worded like Slack's ``response_metadata.messages``."""
-    problems: list[str] = []
-
-    def bad(path: str, what: str) -> None:
-        problems.append(f"[ERROR] {what} [json-pointer:/blocks{path}]")
-
-    if len(blocks) > MAX_BLOCKS:
-        bad("", f"no more than {MAX_BLOCKS} items allowed")
-    seen_ids: set[str] = set()
-    for i, block in enumerate(blocks):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            bad(f"/{i}", "missing required field: type")
-            continue
-        block_id = block.get("block_id")
-        if block_id is not None:
-            if len(str(block_id)) > MAX_BLOCK_ID:
-                bad(f"/{i}/block_id", f"must be less than {MAX_BLOCK_ID + 1} characters")
-            if block_id in seen_ids:
-                bad(f"/{i}/block_id", f"duplicate block_id: {block_id}")
-            seen_ids.add(block_id)
-        kind = block["type"]
-        if kind == "section":
-            if "text" not in block and "fields" not in block:
-                bad(f"/{i}", "must provide either text or fields")
-            if _text_len(block.get("text")) > MAX_SECTION_TEXT:
-                bad(f"/{i}/text/text", f"must be less than {MAX_SECTION_TEXT + 1} characters")
-            fields = block.get("fields") or []
-            if len(fields) > MAX_FIELDS:
-                bad(f"/{i}/fields", f"no more than {MAX_FIELDS} items allowed")
-            for j, item in enumerate(fields):
-                if _text_len(item) > MAX_FIELD_TEXT:
-                    bad(f"/{i}/fields/{j}/text", f"must be less than {MAX_FIELD_TEXT + 1} chars")
-        elif kind == "header" and _text_len(block.get("text")) > MAX_HEADER_TEXT:
-            bad(f"/{i}/text/text", f"must be less than {MAX_HEADER_TEXT + 1} characters")
-        elif kind == "context" and len(block.get("elements") or []) > MAX_CONTEXT_ELEMENTS:
-            bad(f"/{i}/elements", f"no more than {MAX_CONTEXT_ELEMENTS} items allowed")
-        elif kind == "actions" and len(block.get("elements") or []) > MAX_ACTIONS_ELEMENTS:
-            bad(f"/{i}/elements", f"no more than {MAX_ACTIONS_ELEMENTS} items allowed")
-        elif kind == "markdown" and not isinstance(block.get("text"), str):
-            bad(f"/{i}/text", "missing required field: text")
-    return problems
-
-
-def _content(args: Json, *, required: bool) -> Json:
-    """The message content of a chat.* call, validated as Slack does.
-
-    Only the fields the call gave are returned, so chat.update can keep the others.
-    """
-    text = args.get("text")
-    markdown = args.get("markdown_text")
-    blocks = _json_arg(args, "blocks", "invalid_blocks_format")
-    attachments = _json_arg(args, "attachments", "invalid_attachments")
-    if markdown is not None and (text or blocks):
-        raise SlackError("markdown_text_conflict")
-    if required and not (text or blocks or attachments or markdown):
-        raise SlackError("no_text")
-    if text is not None and len(str(text)) > MAX_TEXT:
-        raise SlackError("msg_too_long")
-    if markdown is not None:
-        if len(str(markdown)) > MAX_MARKDOWN:
-            raise SlackError("msg_too_long")
-        return {"text": str(markdown), "blocks": [{"type": "markdown", "text": str(markdown)}]}
-    out: Json = {}
-    if text is not None:
-        out["text"] = str(text)
-    if blocks is not None:
-        out["blocks"] = _checked_blocks(blocks)
-    if attachments is not None:
-        if not isinstance(attachments, list):
-            raise SlackError("invalid_attachments")
-        out["attachments"] = attachments
-    return out
-
-
-def _checked_blocks(blocks: Any) -> list[Json]:
-    if not isinstance(blocks, list):
-        raise SlackError("invalid_blocks_format")
-    if problems := _block_problems(blocks):
-        raise SlackError("invalid_blocks", response_metadata={"messages": problems})
-    markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
-    if markdown_total > MAX_MARKDOWN:
-        raise SlackError("msg_blocks_too_long")
-    # Slack fills in missing block_ids (markdown blocks keep none)
-    blocks = copy.deepcopy(blocks)
-    for block in blocks:
-        if block["type"] != "markdown":
-            block.setdefault("block_id", _block_id())
-    return blocks
-
-
-def _metadata(args: Json) -> Json | None:
-    metadata = _json_arg(args, "metadata", "invalid_metadata_format")
-    if metadata is None:
-        return None
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
-        raise SlackError("invalid_metadata_format")
-    return {"event_type": metadata["event_type"], "event_payload": metadata.get("event_payload")}
-
-
-def _find_element(message: Json, action_id: str) -> tuple[str, Json]:
-    """(block_id, element) of the interactive element ``action_id`` in the message."""
-    for block in message.get("blocks") or []:
-        candidates = [*(block.get("elements") or []), block.get("accessory") or {}]
-        for element in candidates:
-            if isinstance(element, dict) and element.get("action_id") == action_id:
-                return block.get("block_id", ""), element
-    raise LookupError(f"no element with action_id {action_id!r} in message {message.get('ts')}")
-
-
 # --------------------------------------------------------------------------- the fake
 
 
-class FakeSlack(AssistantFeatures):
+class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
     """A fake Slack workspace on 127.0.0.1; an async context manager."""
 
     def __init__(
@@ -363,7 +142,9 @@ class FakeSlack(AssistantFeatures):
         bot_user_id: str = "U0BOT0001",
         bot_id: str = "B0BOT0001",
         scopes: Iterable[str] = DEFAULT_SCOPES,
-        echo_bot_events: bool = False,
+        echo_bot_events: bool = True,
+        outside: Iterable[str] = (),
+        cdn: bool = True,
         connect_wait_s: float = 5.0,
         stream_lifetime_s: float | None = None,
         ai_refusal: str | None = None,
@@ -379,6 +160,8 @@ class FakeSlack(AssistantFeatures):
         self.app_id = parts[2] if len(parts) > 2 else "A0FAKE001"
         # push message / message_changed / message_deleted events for the bot's own posts
         self.echo_bot_events = echo_bot_events
+        self.membership = Membership(outside)  # conversations the bot is not in
+        self.cdn = FakeCdn() if cdn else None  # url_private_download redirects there
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
@@ -396,6 +179,7 @@ class FakeSlack(AssistantFeatures):
         self.envelopes: list[Json] = []  # every envelope sent, in order
         self.sent_at: dict[str, float] = {}  # envelope id -> when it was sent
         self.acked_at: dict[str, float] = {}  # envelope id -> when its first ack arrived
+        self.protocol_errors: list[str] = []  # malformed frames from the client
         self.connections = 0
         self.messages: dict[str, list[Message]] = defaultdict(list)
         self.ephemerals: list[Json] = []
@@ -408,7 +192,8 @@ class FakeSlack(AssistantFeatures):
         self._pending: dict[str, _PendingUpload] = {}  # upload URL key -> upload
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
-        self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
+        self._sent: dict[str, Json] = {}  # envelope id -> the envelope
+        self._faults = Faults()
         self._event_attempts: dict[str, int] = {}
         self._last_us = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -445,6 +230,8 @@ class FakeSlack(AssistantFeatures):
         app.router.add_post("/actions/{tail:.*}", self._response_url)
         self._runner, self.base_url = await serve(app)
         self.api_url = f"{self.base_url}/api/"
+        if self.cdn is not None:
+            await self.cdn.__aenter__()
         return self
 
     async def __aexit__(
@@ -461,8 +248,22 @@ class FakeSlack(AssistantFeatures):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.cdn is not None:
+            await self.cdn.__aexit__(None, None, None)
+        if exc is None and (problems := self.problems()):
+            raise AssertionError("fake Slack: " + "; ".join(problems))
 
     # -- inspecting what the bot did
+
+    def problems(self) -> list[str]:
+        """What the test left wrong: malformed acks, and faults injected but never used.
+        Clear ``protocol_errors`` in a test that sends bad frames on purpose."""
+        unused = self._faults.pending(required_only=True)
+        return self.protocol_errors + [f"fault never used: {f}" for f in unused]
+
+    def pending_faults(self) -> list[str]:
+        """The faults ``fail_next`` queued that no call has used up yet."""
+        return self._faults.pending()
 
     def calls_to(self, method: str) -> list[ApiCall]:
         return [c for c in self.calls if c.method == method]
@@ -484,160 +285,6 @@ class FakeSlack(AssistantFeatures):
     def bot_messages(self, channel: str) -> list[Message]:
         return [m for m in self.messages.get(channel, []) if m.get("bot_id") == self.bot_id]
 
-    # -- driving the bot, as users would
-
-    def add_file(
-        self,
-        name: str,
-        content: bytes,
-        *,
-        mimetype: str = "text/csv",
-        filetype: str = "csv",
-        user: str = "U0HUMAN01",
-    ) -> Json:
-        """A file a user uploaded; pass it to ``post_user_message(files=[...])``."""
-        meta = self._new_file(name, name, content, mimetype, filetype, user)
-        return copy.deepcopy(meta)
-
-    def add_user_message(
-        self,
-        channel: str,
-        text: str,
-        *,
-        user: str = "U0HUMAN01",
-        thread_ts: str | None = None,
-        files: Iterable[Json] = (),
-    ) -> Message:
-        """Store a user's message without telling the bot (earlier history, say)."""
-        fields: Json = {
-            "type": "message",
-            "user": user,
-            "text": text,
-            "ts": self._next_ts(),
-            "team": self.team_id,
-            "client_msg_id": str(uuid.uuid4()),
-            "blocks": _rich_text(text),
-        }
-        if thread_ts:
-            fields["thread_ts"] = thread_ts
-        if files := [copy.deepcopy(f) for f in files]:
-            fields.update(files=files, upload=False, display_as_bot=False)
-        return self._store(channel, fields)
-
-    async def post_user_message(
-        self,
-        channel: str,
-        text: str,
-        *,
-        user: str = "U0HUMAN01",
-        thread_ts: str | None = None,
-        files: Iterable[Json] = (),
-        mention: bool = False,
-    ) -> Message:
-        """Store a user's message and push the events Slack would push for it.
-
-        A ``message`` event always (subtype ``file_share`` with files), and with
-        ``mention`` (the text gets a ``<@bot>`` prefix) also an ``app_mention`` event;
-        Slack sends no ``app_mention`` in DMs.
-        """
-        if mention:
-            text = f"<@{self.bot_user_id}> {text}"
-        message = self.add_user_message(channel, text, user=user, thread_ts=thread_ts, files=files)
-        event = self._as_event(message, subtype="file_share" if "files" in message else None)
-        await self.push_event(event)
-        if mention and _channel_type(channel) != "im":
-            mention_event = {k: v for k, v in event.items() if k not in ("subtype", "channel_type")}
-            await self.push_event({**mention_event, "type": "app_mention"})
-        return message
-
-    async def push_event(
-        self, event: Json, *, event_id: str | None = None, retry_attempt: int = 0
-    ) -> str:
-        """Push an ``events_api`` envelope; returns its envelope_id.
-
-        Re-pushing an ``event_id`` is a redelivery: same event_id and event_time, a new
-        envelope, and ``retry_attempt`` one above the last (unless given).
-        """
-        event = copy.deepcopy(event)
-        event.setdefault("event_ts", event.get("ts") or self._next_ts())
-        self._remember_pushed_message(event)
-        event_id = event_id or f"Ev{_random(10)}"
-        if event_id in self._event_attempts and not retry_attempt:
-            retry_attempt = self._event_attempts[event_id] + 1
-        self._event_attempts[event_id] = max(retry_attempt, self._event_attempts.get(event_id, 0))
-        body = self._event_body(event, event_id)
-        envelope = self._envelope("events_api", body, accepts_response_payload=False)
-        envelope.update(
-            retry_attempt=retry_attempt, retry_reason="timeout" if retry_attempt else ""
-        )
-        return await self._send_envelope(envelope)
-
-    async def slash_command(
-        self, command: str, text: str, *, channel: str = "C0CHAN001", user: str = "U0HUMAN01"
-    ) -> str:
-        """Push a ``slash_commands`` envelope; returns its envelope_id."""
-        payload = {
-            "token": VERIFICATION_TOKEN,
-            "team_id": self.team_id,
-            "team_domain": TEAM_DOMAIN,
-            "channel_id": channel,
-            "channel_name": self._channel_name(channel),
-            "user_id": user,
-            "user_name": user.lower(),
-            "command": command if command.startswith("/") else f"/{command}",
-            "text": text,
-            "api_app_id": self.app_id,
-            "is_enterprise_install": "false",
-            "response_url": self._response_url_for("commands"),
-            "trigger_id": self._trigger_id(),
-        }
-        envelope = self._envelope("slash_commands", payload, accepts_response_payload=True)
-        return await self._send_envelope(envelope)
-
-    async def click_button(
-        self, message: Json, action_id: str, *, user: str = "U0HUMAN01", value: str | None = None
-    ) -> str:
-        """Push an ``interactive`` block_actions envelope for a button in ``message``.
-
-        The value comes from the button; for ``feedback_buttons`` pass ``value`` to pick
-        the negative one (the positive one is the default).
-        """
-        channel = self._channel_of(message)
-        current = self.find_message(channel, message["ts"]) or message
-        block_id, element = _find_element(current, action_id)
-        action = self._action(block_id, element, value)
-        container: Json = {
-            "type": "message",
-            "message_ts": current["ts"],
-            "channel_id": channel,
-            "is_ephemeral": False,
-        }
-        if current.get("thread_ts"):
-            container["thread_ts"] = current["thread_ts"]
-        payload = {
-            "type": "block_actions",
-            "user": {
-                "id": user,
-                "username": user.lower(),
-                "name": user.lower(),
-                "team_id": self.team_id,
-            },
-            "api_app_id": self.app_id,
-            "token": VERIFICATION_TOKEN,
-            "container": container,
-            "trigger_id": self._trigger_id(),
-            "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
-            "enterprise": None,
-            "is_enterprise_install": False,
-            "channel": {"id": channel, "name": self._channel_name(channel)},
-            "message": copy.deepcopy(dict(current)),
-            "state": {"values": {}},
-            "response_url": self._response_url_for("actions"),
-            "actions": [action],
-        }
-        envelope = self._envelope("interactive", payload, accepts_response_payload=False)
-        return await self._send_envelope(envelope)
-
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
         """Poll ``predicate`` until it is truthy; TimeoutError after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
@@ -645,29 +292,6 @@ class FakeSlack(AssistantFeatures):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"condition not met within {timeout}s")
             await asyncio.sleep(0.01)
-
-    async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> Json:
-        """The ack frame for ``envelope_id`` (with its ``payload``, if any)."""
-
-        def ack() -> Json | None:
-            return next((a for a in self.acks if a.get("envelope_id") == envelope_id), None)
-
-        try:
-            await self.wait_for(lambda: ack() is not None, timeout)
-        except TimeoutError:
-            raise TimeoutError(f"envelope {envelope_id} not acked within {timeout}s") from None
-        return ack() or {}
-
-    async def disconnect(self, reason: str = "refresh_requested") -> None:
-        """Send a ``disconnect`` frame on every open socket; the client must reconnect."""
-        await self._wait_for_socket()
-        frame = json.dumps(
-            {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
-        )
-        for sock in self._live_sockets():
-            sock.retired = True
-            async with sock.lock:
-                await sock.ws.send_str(frame)
 
     def fail_next(
         self,
@@ -677,12 +301,18 @@ class FakeSlack(AssistantFeatures):
         status: int = 429,
         retry_after: int = 1,
         error: str = "ratelimited",
+        optional: bool = False,
     ) -> None:
         """Answer the next ``n`` calls to ``method`` with ``{"ok": false, "error": error}``.
 
         Status 429 also carries ``Retry-After``; status 200 makes an ordinary API error.
+        Each fault must be used up by the time the fake closes, unless ``optional``.
         """
-        self._faults[method].extend([_Fault(status, retry_after, error)] * n)
+        self._faults.add(method, Fault(status, retry_after, error, optional), n)
+
+    def remove_bot(self, channel: str) -> None:
+        """Take the bot out of a conversation (someone removed it, or never invited it)."""
+        self.membership.outside.add(channel)
 
     # -- Web API
 
@@ -693,14 +323,14 @@ class FakeSlack(AssistantFeatures):
         self.calls.append(call)
         try:
             call.args = await self._read_args(request)
-            if faults := self._faults.get(method):
-                return self._fault_response(call, faults.popleft())
-            if wait := self._rate_limited(method, call.args):
-                return self._fault_response(call, _Fault(429, wait, "ratelimited"))
+            if fault := self._faults.take(method) or self._rate_limited(method, call.args):
+                call.status, call.error = fault.status, fault.error
+                return fault.response()
             handler = self._methods.get(method)
             if handler is None:
                 raise SlackError("unknown_method", req_method=method)
             self._authorize(method, headers, call.args)
+            self.membership.check(method, call.args)
             body = {"ok": True, **handler(call.args)}
         except SlackError as err:
             call.error = err.error
@@ -726,17 +356,12 @@ class FakeSlack(AssistantFeatures):
             args.update({k: v for k, v in form.items() if isinstance(v, str)})
         return args
 
-    def _fault_response(self, call: ApiCall, fault: _Fault) -> web.Response:
-        call.status, call.error = fault.status, fault.error
-        headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
-        body = {"ok": False, "error": fault.error}
-        return web.json_response(body, status=fault.status, headers=headers)
-
-    def _rate_limited(self, method: str, args: Json) -> int | None:
+    def _rate_limited(self, method: str, args: Json) -> Fault | None:
         if self.rate_limits is None:
             return None
         channel = str(args.get("channel") or args.get("channel_id") or "")
-        return self.rate_limits.retry_after(method, self.team_id, channel)
+        wait = self.rate_limits.retry_after(method, self.team_id, channel)
+        return Fault(429, wait, "ratelimited") if wait else None
 
     def rate_limited(self) -> list[ApiCall]:
         """The calls answered 429, injected or by the rate tiers."""
@@ -760,7 +385,7 @@ class FakeSlack(AssistantFeatures):
             raise SlackError("invalid_auth")
         needed = METHOD_SCOPES.get(method)
         if method == "conversations.replies":
-            needed = HISTORY_SCOPES[_channel_type(str(args.get("channel", "")))]
+            needed = HISTORY_SCOPES[channel_type(str(args.get("channel", "")))]
         if needed and needed not in self.scopes:
             raise SlackError("missing_scope", needed=needed, provided=",".join(self.scopes))
 
@@ -777,20 +402,14 @@ class FakeSlack(AssistantFeatures):
             "is_enterprise_install": False,
         }
 
-    def _apps_connections_open(self, args: Json) -> Json:
-        ticket = uuid.uuid4().hex
-        self._tickets.add(ticket)
-        ws_base = self.base_url.replace("http://", "ws://", 1)
-        return {"url": f"{ws_base}/link/?ticket={ticket}&app_id={self.app_id}"}
-
     def _chat_post_message(self, args: Json) -> Json:
         channel = self._channel_arg(args)
-        fields = self._bot_fields(_content(args, required=True))
-        if metadata := _metadata(args):
+        fields = self._bot_fields(message_content(args, required=True))
+        if metadata := message_metadata(args):
             fields["metadata"] = metadata
         if thread_ts := args.get("thread_ts"):
             fields["thread_ts"] = str(thread_ts)
-            if _flag(args.get("reply_broadcast")):
+            if flag(args.get("reply_broadcast")):
                 fields["subtype"] = "thread_broadcast"
         message = self._store(channel, fields)
         self._clear_status(channel, fields.get("thread_ts"))
@@ -800,8 +419,8 @@ class FakeSlack(AssistantFeatures):
     def _chat_update(self, args: Json) -> Json:
         channel = self._channel_arg(args)
         message = self._bot_message_arg(channel, args.get("ts"), "cant_update_message")
-        content = _content(args, required=False)
-        metadata = _metadata(args)
+        content = message_content(args, required=False)
+        metadata = message_metadata(args)
         if not content and metadata is None and "file_ids" not in args:
             raise SlackError("no_text")
         previous = copy.deepcopy(dict(message))
@@ -826,7 +445,7 @@ class FakeSlack(AssistantFeatures):
         channel = self._channel_arg(args)
         if not args.get("user"):
             raise SlackError("user_not_in_channel")
-        content = _content(args, required=True)
+        content = message_content(args, required=True)
         message_ts = self._next_ts()
         ephemeral = {"channel": channel, "user": args["user"], "message_ts": message_ts, **content}
         if args.get("thread_ts"):
@@ -846,7 +465,7 @@ class FakeSlack(AssistantFeatures):
                 "subtype": "message_deleted",
                 "hidden": True,
                 "channel": channel,
-                "channel_type": _channel_type(channel),
+                "channel_type": channel_type(channel),
                 "ts": self._next_ts(),
                 "deleted_ts": message["ts"],
                 "previous_message": copy.deepcopy(dict(message)),
@@ -895,54 +514,12 @@ class FakeSlack(AssistantFeatures):
         page = messages[offset : offset + limit]
         more = offset + limit < len(messages)
         cursor = _encode_cursor(offset + limit) if more else ""
-        keep_metadata = _flag(args.get("include_all_metadata"))
+        keep_metadata = flag(args.get("include_all_metadata"))
         return {
             "messages": [self._public(m, keep_metadata=keep_metadata) for m in page],
             "has_more": more,
             "response_metadata": {"next_cursor": cursor},
         }
-
-    def _files_info(self, args: Json) -> Json:
-        stored = self._files.get(str(args.get("file", "")))
-        if stored is None:
-            raise SlackError("file_not_found")
-        return {
-            "file": copy.deepcopy(stored.meta),
-            "comments": [],
-            "response_metadata": {"next_cursor": ""},
-        }
-
-    def _files_get_upload_url(self, args: Json) -> Json:
-        filename = args.get("filename")
-        try:
-            length = int(args.get("length", ""))
-        except ValueError:
-            raise SlackError("invalid_arguments") from None
-        if not filename or length < 0:
-            raise SlackError("invalid_arguments")
-        key = secrets.token_urlsafe(16)
-        file_id = f"F{_random(10)}"
-        alt = args.get("alt_txt")
-        self._pending[key] = _PendingUpload(file_id, str(filename), length, alt_txt=alt)
-        return {"upload_url": f"{self.base_url}/upload/v1/{key}", "file_id": file_id}
-
-    def _files_complete_upload(self, args: Json) -> Json:
-        entries = _json_arg(args, "files")
-        if not isinstance(entries, list) or not entries:
-            raise SlackError("invalid_arguments")
-        channels = [str(args["channel_id"])] if args.get("channel_id") else []
-        channels += [c for c in str(args.get("channels") or "").split(",") if c]
-        thread_ts = str(args["thread_ts"]) if args.get("thread_ts") else None
-        if thread_ts and len(channels) != 1:
-            raise SlackError("invalid_arguments")
-        uploads = [self._finish_upload(entry) for entry in entries]
-        comment = args.get("initial_comment")
-        for upload in uploads:
-            upload.channel_id = channels[0] if channels else None
-            upload.thread_ts, upload.initial_comment = thread_ts, comment
-        for channel in channels:
-            self._share(channel, uploads, thread_ts, comment)
-        return {"files": [{"id": u.file_id, "title": u.title} for u in uploads]}
 
     def _users_info(self, args: Json) -> Json:
         user = str(args.get("user", ""))
@@ -967,7 +544,7 @@ class FakeSlack(AssistantFeatures):
 
     # -- method helpers
 
-    _checked_blocks = staticmethod(_checked_blocks)
+    _checked_blocks = staticmethod(checked_blocks)
 
     @staticmethod
     def _channel_arg(args: Json) -> str:
@@ -996,13 +573,11 @@ class FakeSlack(AssistantFeatures):
 
     @staticmethod
     def _in_range(message: Json, args: Json) -> bool:
-        key, inclusive = _ts_key(message["ts"]), _flag(args.get("inclusive"))
+        key, inclusive = ts_key(message["ts"]), flag(args.get("inclusive"))
         oldest, latest = args.get("oldest"), args.get("latest")
-        if oldest and (key < _ts_key(oldest) or (key == _ts_key(oldest) and not inclusive)):
+        if oldest and (key < ts_key(oldest) or (key == ts_key(oldest) and not inclusive)):
             return False
-        return not (
-            latest and (key > _ts_key(latest) or (key == _ts_key(latest) and not inclusive))
-        )
+        return not (latest and (key > ts_key(latest) or (key == ts_key(latest) and not inclusive)))
 
     @staticmethod
     def _public(message: Message, *, keep_metadata: bool) -> Json:
@@ -1030,78 +605,6 @@ class FakeSlack(AssistantFeatures):
             },
         }
 
-    def _finish_upload(self, entry: Any) -> UploadedFile:
-        file_id = entry.get("id") if isinstance(entry, dict) else None
-        key = next((k for k, p in self._pending.items() if p.file_id == file_id), None)
-        pending = self._pending.get(key or "")
-        if pending is None or pending.content is None:
-            raise SlackError("file_not_found")
-        del self._pending[key or ""]
-        name, content = pending.filename, pending.content
-        title = str(entry.get("title") or name)
-        mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        filetype = name.rpartition(".")[2].lower() if "." in name else "binary"
-        self._new_file(name, title, content, mimetype, filetype, self.bot_user_id, pending.file_id)
-        upload = UploadedFile(
-            pending.file_id, name, title, content,
-            declared_length=pending.length, alt_txt=pending.alt_txt,
-        )  # fmt: skip
-        self.uploads[upload.file_id] = upload
-        return upload
-
-    def _share(
-        self, channel: str, uploads: list[UploadedFile], thread_ts: str | None, comment: Any
-    ) -> None:
-        """The bot's file-share message, as completeUploadExternal leaves it."""
-        files = [copy.deepcopy(self._files[u.file_id].meta) for u in uploads]
-        fields = self._bot_fields({"text": str(comment or "")})
-        fields.update(files=files, upload=True, display_as_bot=False)
-        if thread_ts:
-            fields["thread_ts"] = thread_ts
-        message = self._store(channel, fields)
-        self._echo(self._as_event(message, subtype="file_share"))
-
-    def _new_file(
-        self,
-        name: str,
-        title: str,
-        content: bytes,
-        mimetype: str,
-        filetype: str,
-        user: str,
-        file_id: str | None = None,
-    ) -> Json:
-        file_id = file_id or f"F{_random(10)}"
-        now = int(time.time())
-        path = f"{self.base_url}/files-pri/{self.team_id}-{file_id}"
-        meta = {
-            "id": file_id,
-            "created": now,
-            "timestamp": now,
-            "name": name,
-            "title": title,
-            "mimetype": mimetype,
-            "filetype": filetype,
-            "pretty_type": filetype.upper(),
-            "user": user,
-            "user_team": self.team_id,
-            "editable": False,
-            "size": len(content),
-            "mode": "hosted",
-            "is_external": False,
-            "external_type": "",
-            "is_public": True,
-            "public_url_shared": False,
-            "display_as_bot": False,
-            "username": "",
-            "url_private": f"{path}/{quote(name, safe='')}",
-            "url_private_download": f"{path}/download/{quote(name, safe='')}",
-            "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{user}/{file_id}/{quote(name)}",
-            "file_access": "visible",
-        }
-        self._files[file_id] = _StoredFile(meta, content)
-        return meta
-
     # -- the store
 
     def _next_ts(self) -> str:
@@ -1111,7 +614,7 @@ class FakeSlack(AssistantFeatures):
 
     def _store(self, channel: str, fields: Json) -> Message:
         message = Message(channel, fields)
-        bisect.insort(self.messages[channel], message, key=lambda m: _ts_key(m["ts"]))
+        bisect.insort(self.messages[channel], message, key=lambda m: ts_key(m["ts"]))
         self._link_reply(channel, message)
         return message
 
@@ -1140,252 +643,6 @@ class FakeSlack(AssistantFeatures):
         replies = self.thread(channel, parent["ts"])[1:]
         parent["latest_reply"] = replies[-1]["ts"] if replies else parent["ts"]
 
-    def _remember_pushed_message(self, event: Json) -> None:
-        """A raw pushed user message joins the store, so the bot can reply or react to it."""
-        channel, ts = event.get("channel"), event.get("ts")
-        if event.get("type") not in ("message", "app_mention") or not channel or not ts:
-            return
-        if event.get("subtype") not in (None, "file_share", "thread_broadcast"):
-            return
-        if self.find_message(channel, ts) is None:
-            drop = ("channel", "channel_type", "event_ts", "subtype")
-            fields = {k: v for k, v in event.items() if k not in drop} | {"type": "message"}
-            self._store(channel, copy.deepcopy(fields))
-
-    # -- events and envelopes
-
-    def _as_event(self, message: Message, *, subtype: str | None) -> Json:
-        event = copy.deepcopy(dict(message))
-        event.pop("metadata", None)
-        if subtype:
-            event["subtype"] = subtype
-        event.update(
-            channel=message.channel,
-            event_ts=message["ts"],
-            channel_type=_channel_type(message.channel),
-        )
-        return event
-
-    def _changed_event(self, channel: str, message: Message, previous: Json) -> Json:
-        ts = self._next_ts()
-        return {
-            "type": "message",
-            "subtype": "message_changed",
-            "hidden": True,
-            "channel": channel,
-            "channel_type": _channel_type(channel),
-            "ts": ts,
-            "event_ts": ts,
-            "message": copy.deepcopy(dict(message)),
-            "previous_message": previous,
-        }
-
-    def _echo(self, event: Json) -> None:
-        """Push an event about the bot's own message, as Slack does, when enabled."""
-        if self.echo_bot_events:
-            self._spawn(self.push_event(event))
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        async def run() -> None:
-            try:
-                await coro
-            except (TimeoutError, ConnectionError) as err:
-                log.warning("fake Slack could not push an event: %s", err)
-
-        task = asyncio.create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _event_body(self, event: Json, event_id: str) -> Json:
-        context = base64.b64encode(json.dumps({"et": event.get("type")}).encode()).decode()
-        return {
-            "token": VERIFICATION_TOKEN,
-            "team_id": self.team_id,
-            "context_team_id": self.team_id,
-            "context_enterprise_id": None,
-            "api_app_id": self.app_id,
-            "event": event,
-            "type": "event_callback",
-            "event_id": event_id,
-            "event_time": int(_ts_key(event["event_ts"])[0]) or int(time.time()),
-            "authorizations": [
-                {
-                    "enterprise_id": None,
-                    "team_id": self.team_id,
-                    "user_id": self.bot_user_id,
-                    "is_bot": True,
-                    "is_enterprise_install": False,
-                }
-            ],
-            "is_ext_shared_channel": False,
-            "event_context": f"4-{context}",
-        }
-
-    @staticmethod
-    def _envelope(kind: str, payload: Json, *, accepts_response_payload: bool) -> Json:
-        return {
-            "envelope_id": str(uuid.uuid4()),
-            "payload": payload,
-            "type": kind,
-            "accepts_response_payload": accepts_response_payload,
-        }
-
-    def _action(self, block_id: str, element: Json, value: str | None) -> Json:
-        action: Json = {
-            "action_id": element["action_id"],
-            "block_id": block_id,
-            "type": element.get("type", "button"),
-            "action_ts": f"{time.time():.6f}",
-        }
-        if element.get("type") == "feedback_buttons":
-            button = element["positive_button"]
-            if value is not None and value == element["negative_button"].get("value"):
-                button = element["negative_button"]
-            action.update(text=button.get("text"), value=button.get("value"))
-        else:
-            action.update(text=element.get("text"), value=element.get("value", value))
-            if element.get("style"):
-                action["style"] = element["style"]
-        return action
-
-    def _channel_of(self, message: Json) -> str:
-        if isinstance(message, Message):
-            return message.channel
-        for channel, stored in self.messages.items():
-            if any(m["ts"] == message.get("ts") for m in stored):
-                return channel
-        raise LookupError(f"message {message.get('ts')} is not in the fake workspace")
-
-    @staticmethod
-    def _channel_name(channel: str) -> str:
-        kind = _channel_type(channel)
-        return {"im": "directmessage", "group": "privategroup"}.get(kind, channel.lower())
-
-    def _trigger_id(self) -> str:
-        return f"{int(time.time())}.{_random(8, string.digits)}.{secrets.token_hex(16)}"
-
-    def _response_url_for(self, kind: str) -> str:
-        return f"{self.base_url}/{kind}/{self.team_id}/{_random(12, string.digits)}/{_random(24)}"
-
-    # -- Socket Mode
-
-    async def _link(self, request: web.Request) -> web.StreamResponse:
-        ticket = request.query.get("ticket", "")
-        if ticket not in self._tickets:
-            return web.Response(status=401, text="invalid or used ticket")
-        self._tickets.discard(ticket)
-        ws = web.WebSocketResponse()  # autoping: pings are answered with their payload
-        await ws.prepare(request)
-        hello = {
-            "type": "hello",
-            "num_connections": len(self._live_sockets()) + 1,
-            "debug_info": {
-                "host": "applink-fake",
-                "build_number": 1,
-                "approximate_connection_time": 18060,
-            },
-            "connection_info": {"app_id": self.app_id},
-        }
-        await ws.send_str(json.dumps(hello))
-        sock = _Socket(ws)
-        self._sockets.append(sock)
-        self.connections += 1
-        try:
-            async for frame in ws:
-                if frame.type == WSMsgType.TEXT:
-                    self._on_client_frame(frame.data)
-        finally:
-            self._sockets.remove(sock)
-        return ws
-
-    def _on_client_frame(self, data: str) -> None:
-        try:
-            frame = json.loads(data)
-        except ValueError:
-            log.warning("fake Slack got a non-JSON frame: %r", data[:200])
-            return
-        if isinstance(frame, dict) and "envelope_id" in frame:
-            self.acks.append(frame)
-            self.acked_at.setdefault(frame["envelope_id"], time.monotonic())
-
-    def _live_sockets(self) -> list[_Socket]:
-        return [s for s in self._sockets if not s.retired and not s.ws.closed]
-
-    async def _wait_for_socket(self) -> _Socket:
-        try:
-            await self.wait_for(self._live_sockets, self.connect_wait_s)
-        except TimeoutError:
-            raise TimeoutError(f"no Socket Mode connection within {self.connect_wait_s}s") from None
-        return self._live_sockets()[-1]
-
-    async def _send_envelope(self, envelope: Json) -> str:
-        """Send on the newest open socket, waiting for one if the bot is reconnecting."""
-        frame = json.dumps(envelope)
-        while True:
-            sock = await self._wait_for_socket()
-            try:
-                async with sock.lock:
-                    self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
-                    await sock.ws.send_str(frame)
-            except ConnectionError:
-                sock.retired = True  # it died under us; try the next one
-                continue
-            self.envelopes.append(envelope)
-            return str(envelope["envelope_id"])
-
-    # -- files and response URLs
-
-    async def _upload(self, request: web.Request) -> web.Response:
-        pending = self._pending.get(request.match_info["key"])
-        if pending is None:
-            return web.Response(status=404, text="upload URL not found or expired")
-        if request.content_type == "multipart/form-data":
-            content = b""
-            reader = await request.multipart()
-            async for part in reader:
-                if isinstance(part, BodyPartReader) and part.filename is not None:
-                    content = await part.read()
-                    break
-        else:
-            content = await request.read()
-        pending.content = content
-        return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
-
-    async def _download(self, request: web.Request) -> web.StreamResponse:
-        file_id = request.match_info["team_file"].rpartition("-")[2]
-        stored = self._files.get(file_id)
-        if stored is None:
-            return web.Response(status=404, text=LOGIN_PAGE, content_type="text/html")
-        authorised = (
-            request.headers.get("Authorization") == f"Bearer {self.bot_token}"
-            and "files:read" in self.scopes
-        )
-        self.downloads.append((file_id, authorised))
-        if not authorised:  # Slack answers a sign-in page, status 200
-            return web.Response(text=LOGIN_PAGE, content_type="text/html")
-        disposition = "attachment" if "/download/" in request.path else "inline"
-        name = quote(stored.meta["name"])
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": stored.meta["mimetype"],
-                "Content-Disposition": f"{disposition}; filename*=UTF-8''{name}",
-            }
-        )
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        for chunk in _chunks(stored.content, DOWNLOAD_CHUNK):
-            await response.write(chunk)
-        await response.write_eof()
-        return response
-
-    async def _response_url(self, request: web.Request) -> web.Response:
-        if request.content_type == "application/json":
-            body = await request.json()
-        else:
-            body = dict(await request.post())
-        self.responses.append(body)
-        return web.Response(text="ok", content_type="text/plain")
-
 
 def _encode_cursor(offset: int) -> str:
     return base64.b64encode(f"offset:{offset}".encode()).decode()
@@ -1398,8 +655,3 @@ def _decode_cursor(cursor: Any) -> int:
         return int(base64.b64decode(str(cursor)).decode().partition(":")[2])
     except ValueError:
         raise SlackError("invalid_cursor") from None
-
-
-def _chunks(data: bytes, size: int) -> Iterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]

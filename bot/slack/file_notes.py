@@ -1,0 +1,45 @@
+"""What the thread says about a file it was given: its data card (or its size) when taken
+in, why when refused, and the same as a task for the agent style's plan."""
+
+from __future__ import annotations
+
+import uuid
+
+from bot.agent.prompt import DataFile
+from bot.datacard import for_slack
+from bot.slack import render
+from bot.slack.agent_threads import FileNote
+
+
+def safe_display(name: str) -> str:
+    """A file name as it may appear in a message: no mrkdwn, control or direction marks."""
+    shown = "".join(c for c in name if c.isprintable())  # drops controls and bidi marks
+    return render.escape(shown.replace("`", "'"))[:120] or "file"
+
+
+def intake_note(name: str, taken: DataFile) -> str:
+    """The thread's note for a file taken in: its data card, or its size when it has none."""
+    if not taken.cards:
+        return f":inbox_tray: Got {name} ({size_text(taken.size)}) → `{taken.path}`"
+    cards = "\n".join(for_slack(card) for card in taken.cards)
+    first, _, rest = cards.partition("\n")
+    return f":inbox_tray: {first} → `{taken.path}`" + (f"\n{rest}" if rest else "")
+
+
+def file_note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
+    task = {
+        "type": "task_update",
+        "id": f"file-{uuid.uuid4().hex[:8]}",
+        "title": title[:120],
+        "status": "complete" if ok else "error",
+        "output": output[: render.EXCERPT_MAX],
+    }
+    return FileNote(text, task)
+
+
+def size_text(size: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")

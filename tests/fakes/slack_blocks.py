@@ -1,0 +1,154 @@
+"""Message content in the fake Slack, checked as Slack checks it (slack-platform.md §6.1,
+§6.2): text and markdown limits, Block Kit rules, metadata, and the rich_text block Slack's
+clients attach to what a user types."""
+
+from __future__ import annotations
+
+import copy
+import re
+import string
+from typing import Any
+
+from tests.fakes.slack_common import Json, SlackError, json_arg, random_id
+
+MAX_BLOCKS = 50
+MAX_TEXT = 40_000
+MAX_SECTION_TEXT = 3_000
+MAX_FIELD_TEXT = 2_000
+MAX_FIELDS = 10
+MAX_HEADER_TEXT = 150
+MAX_CONTEXT_ELEMENTS = 10
+MAX_ACTIONS_ELEMENTS = 25
+MAX_MARKDOWN = 12_000  # markdown_text, and all markdown blocks of one message together
+MAX_BLOCK_ID = 255
+MENTION_RE = re.compile(r"<@([A-Z0-9]+)>")
+
+
+def new_block_id() -> str:
+    return random_id(5, string.ascii_letters + string.digits)
+
+
+def rich_text(text: str) -> list[Json]:
+    """The rich_text block Slack's clients attach to what a user types."""
+    elements: list[Json] = []
+    for i, part in enumerate(MENTION_RE.split(text)):
+        if i % 2:
+            elements.append({"type": "user", "user_id": part})
+        elif part:
+            elements.append({"type": "text", "text": part})
+    section = {"type": "rich_text_section", "elements": elements}
+    return [{"type": "rich_text", "block_id": new_block_id(), "elements": [section]}]
+
+
+def _text_len(obj: Any) -> int:
+    return len(obj.get("text", "")) if isinstance(obj, dict) else 0
+
+
+def block_problems(blocks: list[Any]) -> list[str]:
+    """Block Kit violations, worded like Slack's ``response_metadata.messages``."""
+    problems: list[str] = []
+
+    def bad(path: str, what: str) -> None:
+        problems.append(f"[ERROR] {what} [json-pointer:/blocks{path}]")
+
+    if len(blocks) > MAX_BLOCKS:
+        bad("", f"no more than {MAX_BLOCKS} items allowed")
+    seen_ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            bad(f"/{i}", "missing required field: type")
+            continue
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if len(str(block_id)) > MAX_BLOCK_ID:
+                bad(f"/{i}/block_id", f"must be less than {MAX_BLOCK_ID + 1} characters")
+            if block_id in seen_ids:
+                bad(f"/{i}/block_id", f"duplicate block_id: {block_id}")
+            seen_ids.add(block_id)
+        kind = block["type"]
+        if kind == "section":
+            if "text" not in block and "fields" not in block:
+                bad(f"/{i}", "must provide either text or fields")
+            if _text_len(block.get("text")) > MAX_SECTION_TEXT:
+                bad(f"/{i}/text/text", f"must be less than {MAX_SECTION_TEXT + 1} characters")
+            fields = block.get("fields") or []
+            if len(fields) > MAX_FIELDS:
+                bad(f"/{i}/fields", f"no more than {MAX_FIELDS} items allowed")
+            for j, item in enumerate(fields):
+                if _text_len(item) > MAX_FIELD_TEXT:
+                    bad(f"/{i}/fields/{j}/text", f"must be less than {MAX_FIELD_TEXT + 1} chars")
+        elif kind == "header" and _text_len(block.get("text")) > MAX_HEADER_TEXT:
+            bad(f"/{i}/text/text", f"must be less than {MAX_HEADER_TEXT + 1} characters")
+        elif kind == "context" and len(block.get("elements") or []) > MAX_CONTEXT_ELEMENTS:
+            bad(f"/{i}/elements", f"no more than {MAX_CONTEXT_ELEMENTS} items allowed")
+        elif kind == "actions" and len(block.get("elements") or []) > MAX_ACTIONS_ELEMENTS:
+            bad(f"/{i}/elements", f"no more than {MAX_ACTIONS_ELEMENTS} items allowed")
+        elif kind == "markdown" and not isinstance(block.get("text"), str):
+            bad(f"/{i}/text", "missing required field: text")
+    return problems
+
+
+def message_content(args: Json, *, required: bool) -> Json:
+    """The message content of a chat.* call, validated as Slack does.
+
+    Only the fields the call gave are returned, so chat.update can keep the others.
+    """
+    text = args.get("text")
+    markdown = args.get("markdown_text")
+    blocks = json_arg(args, "blocks", "invalid_blocks_format")
+    attachments = json_arg(args, "attachments", "invalid_attachments")
+    if markdown is not None and (text or blocks):
+        raise SlackError("markdown_text_conflict")
+    if required and not (text or blocks or attachments or markdown):
+        raise SlackError("no_text")
+    if text is not None and len(str(text)) > MAX_TEXT:
+        raise SlackError("msg_too_long")
+    if markdown is not None:
+        if len(str(markdown)) > MAX_MARKDOWN:
+            raise SlackError("msg_too_long")
+        return {"text": str(markdown), "blocks": [{"type": "markdown", "text": str(markdown)}]}
+    out: Json = {}
+    if text is not None:
+        out["text"] = str(text)
+    if blocks is not None:
+        out["blocks"] = checked_blocks(blocks)
+    if attachments is not None:
+        if not isinstance(attachments, list):
+            raise SlackError("invalid_attachments")
+        out["attachments"] = attachments
+    return out
+
+
+def checked_blocks(blocks: Any) -> list[Json]:
+    if not isinstance(blocks, list):
+        raise SlackError("invalid_blocks_format")
+    if problems := block_problems(blocks):
+        raise SlackError("invalid_blocks", response_metadata={"messages": problems})
+    markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
+    if markdown_total > MAX_MARKDOWN:
+        raise SlackError("msg_blocks_too_long")
+    # Slack fills in missing block_ids (markdown blocks keep none)
+    blocks = copy.deepcopy(blocks)
+    for block in blocks:
+        if block["type"] != "markdown":
+            block.setdefault("block_id", new_block_id())
+    return blocks
+
+
+def message_metadata(args: Json) -> Json | None:
+    value = json_arg(args, "metadata", "invalid_metadata_format")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("event_type"), str):
+        raise SlackError("invalid_metadata_format")
+    return {"event_type": value["event_type"], "event_payload": value.get("event_payload")}
+
+
+def find_element(message: Json, action_id: str) -> tuple[str, Json]:
+    """(block_id, element) of the interactive element ``action_id`` in the message."""
+    for block in message.get("blocks") or []:
+        candidates = [*(block.get("elements") or []), block.get("accessory") or {}]
+        for element in candidates:
+            if isinstance(element, dict) and element.get("action_id") == action_id:
+                return block.get("block_id", ""), element
+    raise LookupError(f"no element with action_id {action_id!r} in message {message.get('ts')}")
