@@ -6,11 +6,14 @@ and how they fetch a stored file again (`opener_for`).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anthropic
 
 from bot.agent.model import build_client
+from bot.coord import Coordinator, LocalCoordinator
+from bot.coord.redis import RedisCoordinator
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
@@ -31,6 +34,13 @@ def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
     return LocalProvider(settings.sandbox_root, Limits(disk_bytes=settings.sandbox_disk_bytes))
+
+
+def build_coordinator(settings: Settings) -> Coordinator:
+    """How this process shares the work: with replicas over Redis, or alone."""
+    if settings.redis_url:
+        return RedisCoordinator(settings.redis_url)
+    return LocalCoordinator()
 
 
 def build_store(settings: Settings) -> Store:
@@ -71,7 +81,10 @@ class Runtime:
             idle_timeout_s=self.settings.session_idle_timeout,
         )
 
-    def orphan_sweeper(self, engine: Engine) -> OrphanSweeper:
+    def orphan_sweeper(
+        self, engine: Engine, turn: Callable[[], Awaitable[bool]] | None = None
+    ) -> OrphanSweeper:
+        """`turn`: whether this process sweeps now (one replica at a time)."""
         s = self.settings
         return OrphanSweeper(
             self.provider,
@@ -79,6 +92,7 @@ class Runtime:
             engine.lifecycle.owned_sandbox_ids,
             interval_s=s.orphan_sweep_interval_s,
             min_age_s=s.orphan_min_age_s,
+            turn=turn,
         )
 
     async def close(self) -> None:

@@ -80,10 +80,14 @@ async def test_model_api_faults(sandbox_root: Path, monkeypatch) -> None:
         h.model.fail_next(1, drop_connection())
         first = await h.slack.post_user_message(CHANNEL, "go", mention=True)
         await h.slack.wait_for(lambda: answers(h, first["ts"]) != [], 30)  # retried through
-        h.model.fail_next(50, http_error(529))
+        assert h.model.pending_faults() == []
+        # Overloaded throughout: each of the turn's attempts is retried by the SDK too.
+        tries = h.settings.model_retry_attempts * (1 + h.settings.anthropic_max_retries)
+        h.model.fail_next(tries, http_error(529))
         second = await h.slack.post_user_message(CHANNEL, "again", mention=True)
         await h.wait_for_text(second["ts"], "overloaded right now", timeout=30)
     assert "Traceback" not in h.texts(second["ts"])
+    assert len(h.model.requests) == 2 + 4 + tries  # two turns, four faults, then the outage
 
 
 async def test_buddy_faults_seen_from_the_thread(sandbox_root: Path, monkeypatch) -> None:

@@ -20,6 +20,18 @@ from bot.store.base import RunRecord, SessionRecord, Store
 log = logging.getLogger(__name__)
 
 Load = Callable[[str], Awaitable[Thread]]
+Claim = Callable[[str], Awaitable[bool]]
+
+
+Release = Callable[[str], Awaitable[None]]
+
+
+async def _always(key: str) -> bool:
+    return True
+
+
+async def _nothing(key: str) -> None:
+    pass
 
 
 class Lifecycle:
@@ -34,6 +46,10 @@ class Lifecycle:
         idle_timeout_s: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        # A thread this process does not hold is reaped only once claimed (with replicas,
+        # its owner might be using it), and let go again after.
+        self.claim: Claim = _always
+        self.release: Release = _nothing
         self._threads = threads
         self._load = load
         self._store = store
@@ -95,9 +111,17 @@ class Lifecycle:
             thread = self._threads.get(record.key)
             last = thread.last_activity if thread else record.last_activity
             quiet = now - last >= self._idle_timeout_s and record.key not in in_flight
-            if quiet and not (thread and thread.busy) and await self._suspend(record, thread):
-                reaped.append(record.key)
-                await self._tell_suspended(record.key)
+            if not quiet or (thread and thread.busy):
+                continue
+            if thread is None and not await self.claim(record.key):
+                continue
+            try:
+                if await self._suspend(record, thread):
+                    reaped.append(record.key)
+                    await self._tell_suspended(record.key)
+            finally:
+                if thread is None:
+                    await self.release(record.key)
         return reaped
 
     async def drain(self, grace_s: float) -> list[str]:

@@ -29,8 +29,10 @@ class OrphanSweeper:
         interval_s: float,
         min_age_s: float,
         clock: Callable[[], float] = time.time,
+        turn: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._provider = provider
+        self._turn = turn  # whether this process sweeps now (one replica does); None: always
         self._tag = tag
         self._owned = owned
         self._interval_s = interval_s
@@ -78,5 +80,9 @@ class OrphanSweeper:
 
     async def _run(self) -> None:
         while True:
-            await self.sweep()
+            try:
+                if self._turn is None or await self._turn():
+                    await self.sweep()
+            except Exception:
+                log.exception("the orphan sweep failed")
             await asyncio.sleep(self._interval_s)

@@ -15,9 +15,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.compose import Runtime, build_store
+from bot.compose import Runtime, build_coordinator, build_store
+from bot.coord import Coordinator
 from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
+from bot.sessions.engine import Engine
+from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
@@ -110,6 +113,15 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     return app
 
 
+def share_background_work(engine: Engine, coord: Coordinator) -> None:
+    """A thread this process does not hold is reaped only once claimed, then let go."""
+
+    async def claim(key: str) -> bool:
+        return (await coord.claim(key))[1]
+
+    engine.lifecycle.claim, engine.lifecycle.release = claim, coord.release
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event, provider: SandboxProvider | None = None
 ) -> None:
@@ -138,23 +150,38 @@ async def serve(
     view_for = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
     engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
     policy = Policy.from_settings(settings)
-    bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent)
-    sweeper = runtime.orphan_sweeper(engine)
+    coord = build_coordinator(settings)
+    bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
+    share_background_work(engine, coord)
+    sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
+    takeover: asyncio.Task[None] | None = None
     try:
-        interrupted = await engine.lifecycle.restore()
+        await coord.open(bot.on_routed)
+        # Alone, every run in flight was cut by this process's last stop; with replicas, only
+        # those whose replica died, which another replica may be taking over right now.
+        interrupted = [] if settings.redis_url else await engine.lifecycle.restore()
+        if settings.redis_url:
+            takeover = asyncio.create_task(take_over_forever(store, coord, view_for))
         if settings.orphan_cleanup:
             sweeper.start()
         engine.lifecycle.start_reaper()
         await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
-        log.info("Connected to Slack (Socket Mode); sandboxes: %s", settings.backend)
+        log.info(
+            "Connected to Slack (Socket Mode); sandboxes: %s; replica %s",
+            settings.backend,
+            coord.replica,
+        )
         await engine.lifecycle.tell_interrupted(interrupted)
         await stop.wait()
         log.info("Shutting down")
     finally:
         await handler.close_async()  # no new events from here on
+        if takeover is not None:
+            takeover.cancel()
         await sweeper.stop()
         await bot.shutdown(settings.shutdown_grace_s)
+        await coord.close()  # its threads are free for the other replicas
         await http.close()
         await runtime.close()
         await store.close()

@@ -12,6 +12,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from bot.agent.prompt import DataFile
+from bot.coord import Coordinator, LocalCoordinator
 from bot.datacard import for_slack
 from bot.errors import BotError
 from bot.sessions.engine import Engine
@@ -24,7 +25,8 @@ from bot.slack.file_notes import file_note, intake_note, safe_display, size_text
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
 from bot.slack.poster import GONE, SlackPoster
-from bot.slack.threads import Seen, ThreadRef
+from bot.slack.routing import Router
+from bot.slack.threads import ThreadRef
 from bot.store.base import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class SlackBot:
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
         store: Store | None = None,
         agent: AgentThreads | None = None,
+        coord: Coordinator | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
@@ -58,21 +61,25 @@ class SlackBot:
         self.policy = policy
         self.poster = poster
         self.files = files
-        self.seen = Seen()
+        self.coord = coord or LocalCoordinator()
+        self.router = Router(self.coord, lambda key: engine.close(key, destroy=False))
         self._prompted: set[str] = set()  # DMs whose Messages tab has its prompts
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- Slack inputs --
 
     async def on_mention(self, event: dict[str, Any], body: dict[str, Any]) -> None:
-        if not self.engine.accepting or not self.seen.first_time(
+        if not self.engine.accepting or not await self.coord.first_time(
             body.get("event_id", ""), _message_id(event)
         ):
             return
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or event["ts"])
-        if await self._refused(ref, event):
-            return
-        await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
+        if await self.router.here(ref.key, {"kind": "mention", "event": event, "body": body}):
+            await self._mention(ref, event)
+
+    async def _mention(self, ref: ThreadRef, event: dict[str, Any]) -> None:
+        if not await self._refused(ref, event):
+            await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
 
     async def on_message(
         self, event: dict[str, Any], body: dict[str, Any], bot_user_id: str | None
@@ -88,9 +95,14 @@ class SlackBot:
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or "")
         if not ref.ts or not self.engine.accepting or not await self.engine.knows(ref.key):
             return  # not in a thread the bot works in
-        fresh = self.seen.first_time(body.get("event_id", ""), _message_id(event))
-        if fresh and not await self._refused(ref, event):
-            await self._take(ref, event, text.strip())
+        if not await self.coord.first_time(body.get("event_id", ""), _message_id(event)):
+            return
+        if await self.router.here(ref.key, {"kind": "message", "event": event, "body": body}):
+            await self._follow_up(ref, event)
+
+    async def _follow_up(self, ref: ThreadRef, event: dict[str, Any]) -> None:
+        if not await self._refused(ref, event):
+            await self._take(ref, event, (event.get("text") or "").strip())
 
     async def on_analyze(self, command: dict[str, Any]) -> str | None:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
@@ -111,8 +123,29 @@ class SlackBot:
         return None
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
+        """The Stop button, handled by the replica running the run."""
+        run = await self.store.get_run(run_id) if self.store and run_id else None
+        stop = {"kind": "stop", "run_id": run_id, "user": user, "channel": channel}
+        if run is None or await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
+            await self._stop(run_id, user, channel, thread_ts)
+
+    async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
             await self.poster.ephemeral(channel, user, "That run has already ended.", thread_ts)
+
+    async def on_routed(self, message: dict[str, Any]) -> None:
+        """An event another replica passed on: this replica owns its thread."""
+        match message.get("kind"):
+            case "mention" | "message" as kind:
+                event, body = message["event"], message["body"]
+                fallback = event.get("thread_ts") or event["ts"]
+                ref = ThreadRef(_team(event, body), event["channel"], fallback)
+                await (self._mention if kind == "mention" else self._follow_up)(ref, event)
+            case "stop":
+                args = (message["run_id"], message["user"], message["channel"])
+                await self._stop(*args, message.get("thread_ts"))
+            case "continue":
+                await self.engine.continue_run(message["key"], message["user"])
 
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
@@ -141,7 +174,8 @@ class SlackBot:
 
     async def on_continue(self, key: str, user: str) -> None:
         """The Continue button: a further allowance for the thread, and the run goes on."""
-        await self.engine.continue_run(key, user)
+        if await self.router.here(key, {"kind": "continue", "key": key, "user": user}):
+            await self.engine.continue_run(key, user)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
