@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+
+from pydantic import SecretStr
 
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.compose import Runtime
@@ -143,3 +146,22 @@ def in_thread(make: Callable[[], Any]) -> Iterator[Any]:
 def model_in_thread(script: Callable) -> Any:
     """The fake Messages API on a loop of its own."""
     return in_thread(lambda: FakeAnthropic(script))
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
+    """The settings as the environment variables a fresh bot process reads; the process
+    imports this checkout's `bot` (an installed copy may be another checkout's)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "ANTHROPIC_", "BUDDY_", "SANDBOX_"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT), env.get("PYTHONPATH")]))
+    for name, value in {**settings.model_dump(), **extra}.items():
+        if value is not None:
+            value = value.get_secret_value() if isinstance(value, SecretStr) else value
+            env[name.upper()] = str(value)
+    return env

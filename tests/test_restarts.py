@@ -8,16 +8,11 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-from pydantic import SecretStr
-
-from bot.settings import Settings
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
-from tests.support import POPULATION_CSV
+from tests.support import POPULATION_CSV, settings_env
 
-ROOT = Path(__file__).resolve().parents[1]
 LIST_UPLOADS = "import os; print(sorted(os.listdir('/buddy/work/uploads')))"
 
 
@@ -105,22 +100,6 @@ def _sleeping() -> bool:
         except OSError:
             continue
     return False
-
-
-def settings_env(settings: Settings, **extra: Any) -> dict[str, str]:
-    """The settings as the environment variables a fresh bot process reads; the process
-    imports this checkout's `bot` (an installed copy may be another checkout's)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLACK_", "ANTHROPIC_", "BUDDY_", "SANDBOX_"))
-    }
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    for name, value in {**settings.model_dump(), **extra}.items():
-        if value is not None:
-            value = value.get_secret_value() if isinstance(value, SecretStr) else value
-            env[name.upper()] = str(value)
-    return env
 
 
 async def test_crash_mid_run_then_restart(backend: str, sandbox_root: Path, monkeypatch) -> None:

@@ -146,6 +146,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         outside: Iterable[str] = (),
         cdn: bool = True,
         connect_wait_s: float = 5.0,
+        spread_events: bool = False,
         stream_lifetime_s: float | None = None,
         ai_refusal: str | None = None,
         rate_limits: float | None = None,
@@ -163,6 +164,9 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.membership = Membership(outside)  # conversations the bot is not in
         self.cdn = FakeCdn() if cdn else None  # url_private_download redirects there
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
+        self.spread_events = spread_events  # envelopes to random connections (replicas)
+        self.next_connection: int | None = None
+        self.delivered_to: dict[str, int] = {}
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
         # Slack's rate tiers, time sped up by this factor (slack_rates); None: no limits

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -38,6 +39,9 @@ class SocketMode:
     app_id: str
     base_url: str
     connect_wait_s: float
+    spread_events: bool  # each envelope to a random connection, as Slack does with several
+    next_connection: int | None  # the next envelope goes there (a test's choice)
+    delivered_to: dict[str, int]  # envelope id -> connection it went to
     connections: int
     acks: list[Json]
     envelopes: list[Json]  # every envelope sent, in order
@@ -148,10 +152,20 @@ class SocketMode:
             await self.wait_for(self._live_sockets, self.connect_wait_s)
         except TimeoutError:
             raise TimeoutError(f"no Socket Mode connection within {self.connect_wait_s}s") from None
-        return self._live_sockets()[-1]
+        live = self._live_sockets()
+        if self.next_connection is not None:  # a test's pick, by order of connecting
+            chosen, self.next_connection = self._sockets[self.next_connection], None
+            if chosen in live:
+                return chosen
+        return random.choice(live) if self.spread_events else live[-1]
+
+    def connection_of(self, envelope_id: str) -> int | None:
+        """Which connection (by order of connecting, from 0) an envelope went to."""
+        return self.delivered_to.get(envelope_id)
 
     async def _send_envelope(self, envelope: Json) -> str:
-        """Send on the newest open socket, waiting for one if the bot is reconnecting."""
+        """Send on the newest open socket (or a random one with `spread_events`), waiting for
+        one if the bot is reconnecting."""
         frame = json.dumps(envelope)
         while True:
             sock = await self._wait_for_socket()
@@ -160,6 +174,7 @@ class SocketMode:
                     self._sent[str(envelope["envelope_id"])] = envelope
                     self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
                     await sock.ws.send_str(frame)
+                    self.delivered_to[str(envelope["envelope_id"])] = self._sockets.index(sock)
             except ConnectionError:
                 sock.retired = True  # it died under us; try the next one
                 continue

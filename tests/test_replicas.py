@@ -1,0 +1,196 @@
+"""Several bot processes on one Redis behave like one bot: a thread's events, wherever they
+land, are handled by the replica that owns it; a dead replica's threads are taken over."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.replicas import Replicas, replicas
+from tests.slack_harness import CHANNEL
+from tests.support import settings_env
+
+INTERRUPTED = "The bot restarted while working on this thread"
+
+
+def script(req: ModelRequest) -> Reply:
+    """ "slow": a 4 s step; "note X": appends X to notes.txt; "read": reads it back; else an
+    answer naming how many questions the conversation holds."""
+    asked = [_text(m) for m in req.messages if m["role"] == "user" and _text(m)]
+    if req.tool_results():
+        result = req.tool_results()[-1].text.strip()
+        return Reply([text(f"done ({len(asked)} questions): {result[-80:]}")])
+    last = asked[-1] if asked else ""
+    if note := re.search(r"note (\w+)", last):
+        code = f"open('/buddy/work/notes.txt', 'a').write('note {note[1]}\\n'); print('noted')"
+    elif "slow" in last:
+        code = "import time; time.sleep(4); print('slept')"
+    elif "read" in last:
+        code = "print(open('/buddy/work/notes.txt').read())"
+    else:
+        return Reply([text(f"answer ({len(asked)} questions) to: {last.split()[-1]}")])
+    return Reply([tool_use("run_code", {"language": "python", "code": code})])
+
+
+def _text(message: dict) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content if b.get("type") == "text").strip()
+
+
+def answers(r: Replicas, thread: str) -> list[str]:
+    return [
+        m.get("text", "")
+        for m in r.h.bot_messages(thread)
+        if m.get("text", "").startswith(("answer", "done"))
+    ]
+
+
+async def ask(r: Replicas, thread: str, words: str, *, to: int | None = None) -> int:
+    """A follow-up in the thread; returns the connection its event went to."""
+    r.h.slack.next_connection = to
+    before = len(r.h.slack.envelopes)
+    await r.h.slack.post_user_message(CHANNEL, words, thread_ts=thread)
+    envelope = r.h.slack.envelopes[before]["envelope_id"]
+    return r.h.slack.connection_of(envelope)  # type: ignore[return-value]
+
+
+async def mention(r: Replicas, words: str) -> tuple[str, int]:
+    """A new thread; returns it and the connection its app_mention went to (its owner)."""
+    before = len(r.h.slack.envelopes)
+    r.h.slack.next_connection = None
+    message = await r.h.slack.post_user_message(CHANNEL, words, mention=True)
+    mentions = [
+        e for e in r.h.slack.envelopes[before:] if e["payload"]["event"]["type"] == "app_mention"
+    ]
+    owner = r.h.slack.connection_of(mentions[0]["envelope_id"])
+    return message["ts"], owner  # type: ignore[return-value]
+
+
+async def test_follow_ups_on_either_replica_keep_the_thread(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, owner = await mention(r, "note one")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
+        landed = {owner}
+        for i, words in enumerate(["note two", "hello", "read"]):
+            landed.add(await ask(r, thread, words, to=i % 2))
+            await r.h.slack.wait_for(lambda n=i: len(answers(r, thread)) == n + 2, 30)
+        sandboxes = len(r.h.buddy.sandboxes)
+
+    assert landed == {0, 1}  # the thread's events reached both replicas
+    final = answers(r, thread)
+    assert final[2] == "answer (3 questions) to: hello"  # history kept across replicas
+    assert "note one" in final[3] and "note two" in final[3]  # the same sandbox's files
+    assert sandboxes == 1
+
+
+async def test_a_redelivery_on_the_other_replica_is_ignored(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        event = {
+            "type": "app_mention", "user": "U0HUMAN01", "text": "<@U0BOT0001> hi",
+            "ts": "1767225600.000700", "channel": CHANNEL, "team": "T0FAKE001",
+        }  # fmt: skip
+        r.h.slack.add_user_message(CHANNEL, event["text"])  # the thread's parent exists
+        for attempt, connection in enumerate((0, 1, 0)):
+            r.h.slack.next_connection = connection
+            await r.h.slack.push_event(event, event_id="Ev0TWICE", retry_attempt=attempt)
+        await r.h.slack.wait_for(lambda: answers(r, event["ts"]) != [], 30)
+        # a later follow-up's answer comes after anything the redeliveries could start
+        await ask(r, event["ts"], "and?")
+        await r.h.slack.wait_for(lambda: len(answers(r, event["ts"])) >= 2, 30)
+
+    said = ["answer (1 questions) to: hi", "answer (2 questions) to: and?"]
+    assert answers(r, event["ts"]) == said
+    assert len(r.h.model.requests) == 2
+
+
+async def test_stop_clicked_on_the_replica_not_running_the_run(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, owner = await mention(r, "slow")
+        await r.h.wait_for_text(thread, "Step 1", timeout=30)
+        status = next(m for m in r.h.bot_messages(thread) if "Working on it" in m.get("text", ""))
+        r.h.slack.next_connection = 1 - owner
+        await r.h.slack.click_button(status, "stop_run", user="U0HUMAN02")
+        await r.h.wait_for_text(thread, "Stopped by <@U0HUMAN02>", timeout=30)
+
+    assert answers(r, thread) == []
+
+
+async def test_eight_threads_at_once(sandbox_root: Path, monkeypatch) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        threads = [(await mention(r, f"note {i}"))[0] for i in range(8)]
+        for thread in threads:
+            await r.h.slack.wait_for(lambda t=thread: len(answers(r, t)) == 1, 60)
+        await asyncio.sleep(0)
+        sandboxes = len(r.h.buddy.sandboxes)
+
+    assert all(len(answers(r, t)) == 1 for t in threads)
+    assert sandboxes == 8  # one per thread: no thread got a second
+
+
+async def test_sigkill_mid_run_then_the_survivor_takes_over(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, owner = await mention(r, "note before")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
+        r.h.slack.next_connection = owner
+        await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread)
+        await r.h.slack.wait_for(lambda: r.h.texts(thread).count("Step") >= 2, 30)
+        await r.kill(owner)
+        await r.h.wait_for_text(thread, INTERRUPTED, timeout=45)
+        await ask(r, thread, "read")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+        sandboxes = len(r.h.buddy.sandboxes)
+
+    assert "note before" in answers(r, thread)[-1]  # its files, in its sandbox
+    assert sandboxes == 1
+
+
+async def test_sigterm_of_one_replica(sandbox_root: Path, monkeypatch) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, owner = await mention(r, "note kept")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
+        assert await r.term(owner) == 0
+        await ask(r, thread, "read")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+
+    assert "note kept" in answers(r, thread)[-1]
+    assert INTERRUPTED not in r.h.texts(thread)
+
+
+async def test_redis_restarted_mid_run(sandbox_root: Path, monkeypatch) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, _ = await mention(r, "slow")
+        await r.h.wait_for_text(thread, "Step 1", timeout=30)
+        await r.redis.restart(crash=False)
+        await r.h.slack.wait_for(lambda: answers(r, thread) or ":warning:" in r.h.texts(thread), 60)
+        follow, _ = await mention(r, "after the restart")
+        await r.h.slack.wait_for(lambda: len(answers(r, follow)) == 1, 60)
+
+    assert len(answers(r, thread)) <= 1  # answered once, or failed with a clear message
+    assert "Traceback" not in r.h.texts(thread)
+
+
+async def test_redis_unreachable_at_start(sandbox_root: Path, monkeypatch) -> None:
+    async with replicas(script, sandbox_root, monkeypatch, n=0) as r:
+        env = settings_env(r.h.settings, redis_url="redis://127.0.0.1:9/0")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", env=env, cwd=sandbox_root,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+
+    lines = [line for line in (out + err).decode().splitlines() if line.strip()]
+    assert proc.returncode == 2
+    assert len(lines) == 1 and "REDIS_URL" in lines[0], lines
