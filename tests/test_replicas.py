@@ -4,50 +4,14 @@ land, are handled by the replica that owns it; a dead replica's threads are take
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from pathlib import Path
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.replicas import Replicas, replicas
+from tests.replicas import Replicas, answers, replicas, script
 from tests.slack_harness import CHANNEL
 from tests.support import settings_env
 
 INTERRUPTED = "The bot restarted while working on this thread"
-
-
-def script(req: ModelRequest) -> Reply:
-    """ "slow": a 4 s step; "note X": appends X to notes.txt; "read": reads it back; else an
-    answer naming how many questions the conversation holds."""
-    asked = [_text(m) for m in req.messages if m["role"] == "user" and _text(m)]
-    if req.tool_results():
-        result = req.tool_results()[-1].text.strip()
-        return Reply([text(f"done ({len(asked)} questions): {result[-80:]}")])
-    last = asked[-1] if asked else ""
-    if note := re.search(r"note (\w+)", last):
-        code = f"open('/buddy/work/notes.txt', 'a').write('note {note[1]}\\n'); print('noted')"
-    elif "slow" in last:
-        code = "import time; time.sleep(4); print('slept')"
-    elif "read" in last:
-        code = "print(open('/buddy/work/notes.txt').read())"
-    else:
-        return Reply([text(f"answer ({len(asked)} questions) to: {last.split()[-1]}")])
-    return Reply([tool_use("run_code", {"language": "python", "code": code})])
-
-
-def _text(message: dict) -> str:
-    content = message["content"]
-    if isinstance(content, str):
-        return content
-    return " ".join(b.get("text", "") for b in content if b.get("type") == "text").strip()
-
-
-def answers(r: Replicas, thread: str) -> list[str]:
-    return [
-        m.get("text", "")
-        for m in r.h.bot_messages(thread)
-        if m.get("text", "").startswith(("answer", "done"))
-    ]
 
 
 async def ask(r: Replicas, thread: str, words: str, *, to: int | None = None) -> int:
