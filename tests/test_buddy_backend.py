@@ -26,8 +26,8 @@ from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
 from bot.sandbox.buddy.errors import GONE_MESSAGE, OutcomeUnknown
 from bot.sandbox.buddy.scripts import first_boot_script
+from tests.buddy_client import make_repo
 from tests.fakes.buddy_api import FakeBuddy, RecordedRequest
-from tests.test_fake_buddy import make_repo
 
 TOKEN = "buddy-test-token"
 SANDBOXES = "/workspaces/acme/sandboxes"

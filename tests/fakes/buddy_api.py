@@ -16,7 +16,8 @@ missing paths give 400 "Path not find in browser", a malformed sandbox id gives 
 finished command still reads INPROGRESS for `status_lag_s` after its log stream ends.
 
 This module holds the server, its test helpers and the checks every request goes through;
-the routes live in `buddy_sandboxes`, `buddy_commands` and `buddy_files`, the boot in
+the routes live in `buddy_sandboxes`, `buddy_commands`, `buddy_files` and `buddy_power`
+(start, stop, and the stop after `timeout` seconds without activity), the boot in
 `buddy_boot`, the state and views in `buddy_state` and `buddy_views`.
 """
 
@@ -41,6 +42,7 @@ from tests.fakes.buddy_bodies import (
 from tests.fakes.buddy_boot import Boot
 from tests.fakes.buddy_commands import Commands
 from tests.fakes.buddy_files import Files
+from tests.fakes.buddy_power import Power
 from tests.fakes.buddy_sandboxes import Sandboxes
 from tests.fakes.buddy_state import (
     INVALID_URL,
@@ -72,6 +74,7 @@ class FakeBuddy:
         repos: Mapping[str, Path] | None = None,
         exec_timeout_s: float = 60.0,
         limits: Limits | None = None,
+        inactivity_timeout_s: float | None = None,
         port: int = 0,
     ) -> None:
         self.sandbox_root = Path(sandbox_root)
@@ -84,6 +87,10 @@ class FakeBuddy:
         self.exec_timeout_s = exec_timeout_s  # the sync exec ceiling (60 s upstream)
         self.running_lag_s = 0.05  # setup SUCCESS/FAILED comes this long before RUNNING
         self.status_lag_s = 0.1  # a finished command reads INPROGRESS this much longer
+        # Stop a sandbox after this long without activity, whatever its own `timeout` says
+        # (None: its `timeout`, at least 60 s from the bot, too long for most tests).
+        self.inactivity_timeout_s = inactivity_timeout_s
+        self.stop_delay_s = 0.05  # STOPPING lasts at least this long
         self.limits = limits or Limits()
         self.api_enabled = True
         self.base_url = ""
@@ -96,6 +103,7 @@ class FakeBuddy:
         self._provider: LocalProvider | None = None
         self._runner: web.AppRunner | None = None
         self.boot = Boot(self)
+        self.power = Power(self)
 
     # -- lifecycle
 
@@ -108,6 +116,7 @@ class FakeBuddy:
         self._add_routes(app.router)
         self._runner, self.base_url = await serve(app, self.port)
         self.views.base_url = self.base_url
+        self.power.start_watching()
         return self
 
     async def __aexit__(
@@ -116,6 +125,7 @@ class FakeBuddy:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self.power.stop_watching()
         await asyncio.gather(
             *(self.teardown(sb) for sb in self.sandboxes.values()), *self._teardowns
         )
@@ -179,6 +189,7 @@ class FakeBuddy:
         Sandboxes(self).add_routes(router, ws, one)
         Commands(self).add_routes(router, one)
         Files(self).add_routes(router, one)
+        self.power.add_routes(router, one)
 
     @web.middleware
     async def _middleware(

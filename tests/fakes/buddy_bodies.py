@@ -91,6 +91,12 @@ async def json_object(request: web.Request) -> dict[str, Any]:
     return body
 
 
+async def empty_body(request: web.Request) -> None:
+    """An action's body (§5.8): nothing, or `{}` as the SDKs send."""
+    if await request.read() and await json_object(request):
+        raise ApiError(400, "This request takes no fields")
+
+
 def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query.get(name)
     if raw is None:

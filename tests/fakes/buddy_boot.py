@@ -28,12 +28,13 @@ class Boot:
             ok = await self._set_up(sb)
         except SandboxError as err:  # no local sandbox could be started at all
             sb.boot_logs.append(f"Sandbox failed to start: {err}")
-            sb.status, sb.setup_status = "FAILED", "FAILED"
+            sb.setup_status = "FAILED"
+            sb.set_status("FAILED", "the sandbox could not start")
             sb.ready.set()
             return
         sb.setup_status = "SUCCESS" if ok else "FAILED"
         await asyncio.sleep(self.server.running_lag_s)
-        sb.status = "RUNNING"  # the machine is up even when its setup failed
+        sb.set_status("RUNNING", "booted")  # the machine is up even when its setup failed
         sb.touch()
         sb.ready.set()
 

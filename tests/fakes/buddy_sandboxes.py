@@ -73,6 +73,7 @@ class Sandboxes:
         fields.setdefault("os", OS_VALUES[-1])  # a snapshot brings its own os
         sb = FakeSandbox(id=random_id(13), create_date=now_iso(), **fields)
         sb.boot_logs.append("Sandbox starting...")
+        sb.set_status("STARTING", "created")
         self.server.sandboxes[sb.id] = sb
         sb.boot_task = asyncio.create_task(self.server.boot.boot(sb))
         return web.json_response(self.server.views.sandbox(sb), status=201)

@@ -117,9 +117,15 @@ class FakeSandbox:
     boot_task: asyncio.Task[None] | None = None
     watchers: set[asyncio.Task[None]] = field(default_factory=set)
 
+    history: list[tuple[float, str, str]] = field(default_factory=list)  # (time, status, why)
+
     def touch(self) -> None:
         """Activity (a command started): the inactivity countdown starts again."""
         self.active_at = time.monotonic()
+
+    def set_status(self, status: str, why: str = "") -> None:
+        self.status = status
+        self.history.append((time.time(), status, why))
 
 
 @dataclass(eq=False)
