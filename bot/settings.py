@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
 
     session_idle_timeout: float = Field(default=900, gt=0)
+    # On idle: delete the sandbox, or stop it and keep it (files and all) this long.
+    session_idle_action: Literal["delete", "stop"] = "delete"
+    session_retain_s: float = Field(default=86_400, gt=0)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel

@@ -121,6 +121,17 @@ class Sandbox(Protocol):
 
     async def list_dir(self, path: str) -> list[FileEntry]: ...
 
+    async def stop(self) -> None:
+        """End every process (the Python kernel, detached commands) but keep the files;
+        `wake` starts the sandbox again."""
+        ...
+
+    async def wake(self) -> bool:
+        """Make sure the sandbox runs, starting it again if it was stopped (by `stop`, or by
+        its service after a time without activity). True if it was: files are kept, but its
+        processes are gone (the kernel's variables, detached commands)."""
+        ...
+
     async def destroy(self) -> None:
         """Remove the sandbox and everything in it. Idempotent."""
         ...
@@ -132,7 +143,7 @@ class SandboxProvider(Protocol):
 
     async def attach(self, sandbox_id: str) -> Sandbox | None:
         """The existing sandbox `sandbox_id` (after a restart), or None if it is gone or
-        unusable."""
+        unusable. A stopped one is returned as it is: `Sandbox.wake` starts it."""
         ...
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:

@@ -45,6 +45,10 @@ class CommandNotFound(SandboxError):
     """Buddy does not know the command (or, it turns out, the sandbox)."""
 
 
+class NotRunning(SandboxUnavailable):
+    """Buddy refused a call because the sandbox is not running (stopped, or starting)."""
+
+
 class StreamInterrupted(SandboxError):
     """A streamed answer (logs, download) broke off after it had started."""
 
@@ -122,7 +126,7 @@ def api_error(
     if status == 400 and scope == "path" and _PATH_MISSING_RE.search(message):
         return path_missing(subject)
     if status == 400 and "not running" in message.lower():
-        return SandboxUnavailable(
+        return NotRunning(
             f"the sandbox is not running{said}; Buddy stops a sandbox after "
             "BUDDY_SANDBOX_TIMEOUT seconds without activity. Try again in a moment."
         )

@@ -70,6 +70,7 @@ class LocalSandbox:
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
+        self._stopped = False
         self._kernel: KernelRunner | None = None
         if python_kernel:
             self._kernel = KernelRunner(
@@ -153,6 +154,20 @@ class LocalSandbox:
         if rc != 0:
             raise file_error("list", path, rc, errors, kind="folder")
         return parse_listing(raw)
+
+    async def stop(self) -> None:
+        """Kill every process; the folder stays. Nothing needs starting again here, but
+        `wake` says once that the processes are gone."""
+        self._check_alive()
+        await self.stop_all()
+        if self._kernel is not None:
+            self._kernel.forget(lost=True)
+        self._stopped = True
+
+    async def wake(self) -> bool:
+        self._check_alive()
+        woke, self._stopped = self._stopped, False
+        return woke
 
     async def destroy(self) -> None:
         if self._destroyed:
