@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     # On idle: delete the sandbox, or stop it and keep it (files and all) this long.
     session_idle_action: Literal["delete", "stop"] = "delete"
     session_retain_s: float = Field(default=86_400, gt=0)
+    sandbox_network: bool = False  # model-written code may reach the network (Buddy only)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel

@@ -396,7 +396,7 @@ def _tool_path(tmp_path: Path, *, with_node: bool = False) -> str:
     """A PATH holding just the tools the wrapper needs (and no node unless asked)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    tools = ["bash", "mkdir", "cat", "timeout", "env", "sleep", "rm"]
+    tools = ["bash", "mkdir", "cat", "timeout", "env", "sleep", "rm", "unshare"]
     for tool in [*tools, "node"] if with_node else tools:
         found = shutil.which(tool, path="/usr/bin:/bin")
         if found is None:
@@ -530,6 +530,8 @@ def test_wrapper_shape() -> None:
     assert "mkdir -p /buddy/work/out" in script
     assert "cd /buddy/work" in script
     assert "timeout -s KILL 12.500 env -i PATH=" in script
+    assert ' unshare --user --map-root-user --net -- "$p" "$f" &\n' in script
+    assert "unshare" not in run_script("python", "print(1)", 12.5, network=True)
     for setting in ("HOME=/buddy/work", "LANG=C.UTF-8", "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1"):
         assert setting in script
     assert "TMPDIR=/tmp" in script
@@ -613,6 +615,20 @@ def test_create_body_from_snapshot() -> None:
         "git clone --quiet --depth 1 -- https://github.com/o/r /buddy/data"
         in (body["first_boot_commands"])
     )
+
+
+def test_first_boot_fails_when_model_code_cannot_go_offline(tmp_path: Path) -> None:
+    """No network namespace for model code: the setup fails and says why."""
+    script = first_boot_script(make_data_dir=True).replace("/buddy", str(tmp_path / "buddy"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "unshare").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "unshare").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "set SANDBOX_NETWORK=on" in done.stderr
+    assert "unshare" not in first_boot_script(make_data_dir=True, network=True)
 
 
 def test_first_boot_script_runs(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 A real aiohttp server on 127.0.0.1 with the paths, JSON shapes and status codes of the
 Buddy Sandbox API notes (buddy-sandbox-api.md, §3-§7). Every fake sandbox is backed by a
 real local bubblewrap sandbox (`bot.sandbox.local`), so commands really run, isolated, and
-files really land::
+files really land. Like a Buddy VM, and unlike the bot's own local sandboxes, it shares
+this machine's network and lets commands make namespaces of their own::
 
     async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as buddy:
         buddy.fail_next(2, method="GET", path=r"/commands/", status=503)
@@ -109,8 +110,14 @@ class FakeBuddy:
 
     async def __aenter__(self) -> FakeBuddy:
         # A Buddy command is a process of its own, whatever its runtime: no kernels here.
+        # A Buddy sandbox is a VM: it has a network, and its users may make namespaces.
         self._provider = LocalProvider(
-            self.sandbox_root, self.limits, allowed_git_protocols=("file",), python_kernel=False
+            self.sandbox_root,
+            self.limits,
+            allowed_git_protocols=("file",),
+            python_kernel=False,
+            network=True,
+            user_namespaces=True,
         )
         app = web.Application(middlewares=[self._middleware])
         self._add_routes(app.router)

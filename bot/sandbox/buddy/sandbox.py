@@ -90,7 +90,7 @@ class BuddySandbox:
         if language == "python" and self._kernel is not None:
             async with self._guard():
                 return await self._kernel.run(code, timeout_s)
-        script = run_script(language, code, timeout_s)
+        script = run_script(language, code, timeout_s, network=self._provider.config.network)
         async with self._guard():
             command_id = await self._commands.start(script)
             return await self._commands.collect(command_id, timeout_s)
@@ -101,7 +101,8 @@ class BuddySandbox:
                 await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
-        script = run_script(language, code, COMMAND_MAX_S)
+        network = self._provider.config.network
+        script = run_script(language, code, COMMAND_MAX_S, network=network)
 
         async def start() -> str:
             async with self._guard():
@@ -177,7 +178,7 @@ class BuddySandbox:
         return await call()
 
     async def _start_kernel(self) -> KernelProcess:
-        return await start_kernel(self._commands)
+        return await start_kernel(self._commands, network=self._provider.config.network)
 
     def _check_usable(self) -> None:
         if self._destroyed:
