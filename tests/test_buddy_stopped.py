@@ -212,3 +212,33 @@ async def test_a_session_resumes_on_its_stopped_sandbox(sandbox_root: Path) -> N
     assert STOPPED in told and "fresh one" not in told
     assert STOPPED not in model.requests[0].system_text
     assert "fresh Python kernel" in model.requests[-1].messages[-1]["content"][0]["content"]
+
+
+# -- a sandbox vanished while stopped --
+
+
+async def test_a_sandbox_deleted_while_quiet_is_replaced_with_the_files_again(
+    sandbox_root: Path,
+) -> None:
+    async with (
+        FakeAnthropic(write_then_read) as model,
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+    ):
+        runtime = runtime_for(model.base_url, sandbox_root, **buddy_settings(fake.base_url))
+        session = runtime.sessions.new("vanished")
+        try:
+            await session.add_file(POPULATION_CSV.name, lambda: file_chunks(POPULATION_CSV))
+            await session.ask("write", Recorder())
+            first = await session.sandbox()
+            await stopped(fake, first)
+            fake.vanish(first.id)  # deleted behind the bot's back (a pipeline, a person)
+            again = await session.ask("read", Recorder())
+            second = await session.sandbox()
+            listing = await second.list_dir("/buddy/work/uploads")
+        finally:
+            await session.close()
+            await runtime.close()
+    assert second.id != first.id
+    assert [entry.name for entry in listing] == [POPULATION_CSV.name]  # taken in again
+    assert isinstance(again, RunFinished) and "No such file" in again.answer
+    assert "this is a fresh one" in model.requests[-2].system_text

@@ -17,8 +17,9 @@ missing paths give 400 "Path not find in browser", a malformed sandbox id gives 
 finished command still reads INPROGRESS for `status_lag_s` after its log stream ends.
 
 This module holds the server, its test helpers and the checks every request goes through;
-the routes live in `buddy_sandboxes`, `buddy_commands`, `buddy_files` and `buddy_power`
-(start, stop, and the stop after `timeout` seconds without activity), the boot in
+the routes live in `buddy_sandboxes`, `buddy_commands`, `buddy_files`, `buddy_power`
+(start, stop, and the stop after `timeout` seconds without activity) and
+`buddy_snapshots`, the boot in
 `buddy_boot`, the state and views in `buddy_state` and `buddy_views`.
 """
 
@@ -45,6 +46,7 @@ from tests.fakes.buddy_commands import Commands
 from tests.fakes.buddy_files import Files
 from tests.fakes.buddy_power import Power
 from tests.fakes.buddy_sandboxes import Sandboxes
+from tests.fakes.buddy_snapshots import Snapshots
 from tests.fakes.buddy_state import (
     INVALID_URL,
     NOT_RUNNING,
@@ -52,6 +54,7 @@ from tests.fakes.buddy_state import (
     ApiError,
     FakeCommand,
     FakeSandbox,
+    FakeSnapshot,
     RecordedRequest,
     settle,
 )
@@ -98,6 +101,7 @@ class FakeBuddy:
         self.views = Views("", workspace, project)
         self.requests: list[RecordedRequest] = []
         self.sandboxes: dict[str, FakeSandbox] = {}
+        self.snapshots: dict[str, FakeSnapshot] = {}
         self.deleted: set[str] = set()
         self._faults: list[Fault] = []
         self._teardowns: set[asyncio.Task[None]] = set()
@@ -105,6 +109,7 @@ class FakeBuddy:
         self._runner: web.AppRunner | None = None
         self.boot = Boot(self)
         self.power = Power(self)
+        self.snapshot_api = Snapshots(self)
 
     # -- lifecycle
 
@@ -141,6 +146,7 @@ class FakeBuddy:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await asyncio.to_thread(self.snapshot_api.clean_up)
 
     @property
     def provider(self) -> LocalProvider:
@@ -193,6 +199,7 @@ class FakeBuddy:
     def _add_routes(self, router: web.UrlDispatcher) -> None:
         ws = "/workspaces/{ws}"
         one = f"{ws}/sandboxes/{{sid}}"
+        self.snapshot_api.add_routes(router, ws, one)
         Sandboxes(self).add_routes(router, ws, one)
         Commands(self).add_routes(router, one)
         Files(self).add_routes(router, one)

@@ -1,4 +1,9 @@
-"""How the fake Buddy reads and checks request bodies and queries (§4.10, §5.1, §5.6, §5.9)."""
+"""How the fake Buddy reads and checks request bodies and queries (§4.10, §5.1, §5.6, §5.9).
+
+A body may hold only the fields the document lists for its request (`KNOWN`): an unknown
+one (a misspelt `timout`) is refused with 400 naming it, as a strict API would, rather
+than ignored. The document does not give Buddy's wording; "Unrecognized field" is ours.
+"""
 
 from __future__ import annotations
 
@@ -50,8 +55,10 @@ FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "endpoints": (_is_obj_list, "an array of objects"),
     "variables": (_is_obj_list, "an array of objects"),
     "permissions": (lambda v: isinstance(v, dict), "an object"),
+    "apps": (lambda v: is_str_list(v) or _is_obj_list(v), "an array"),
 }
 PATCHABLE = (
+    "apps",
     "name",
     "identifier",
     "resources",
@@ -66,7 +73,18 @@ PATCHABLE = (
     "note",
     "agent_note",
 )
-CREATE_FIELDS = (*PATCHABLE, "os", "snapshot_id", "apps")
+CREATE_FIELDS = (*PATCHABLE, "os", "snapshot_id")
+_SHARED = ("name", "identifier", "os", "resources", "first_boot_commands", "app_dir", "apps")
+_SHARED += ("tags", "endpoints", "variables", "timeout")
+# The fields each request may carry (§5.1 a/b/c, §5.6, §5.9, §5.17).
+KNOWN: dict[str, frozenset[str]] = {
+    "new sandbox": frozenset((*_SHARED, "fetch", "permissions", "note", "scope", "environment")),
+    "sandbox from a snapshot": frozenset((*_SHARED, "snapshot_id")),
+    "clone": frozenset(("source_sandbox_id", "name", "identifier")),
+    "update": frozenset((*PATCHABLE, "scope", "project", "environment")),
+    "command": frozenset(("command", "runtime")),
+    "snapshot": frozenset(("name",)),
+}
 
 
 async def peek_json(request: web.Request) -> Any | None:
@@ -93,8 +111,15 @@ async def json_object(request: web.Request) -> dict[str, Any]:
 
 async def empty_body(request: web.Request) -> None:
     """An action's body (§5.8): nothing, or `{}` as the SDKs send."""
-    if await request.read() and await json_object(request):
-        raise ApiError(400, "This request takes no fields")
+    if await request.read():
+        check_known(await json_object(request), frozenset(), "this request")
+
+
+def check_known(body: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+    """400 for the first field `what` does not take."""
+    for key in body:
+        if key not in allowed:
+            raise ApiError(400, f"Unrecognized field '{key}' in {what}")
 
 
 def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -136,15 +161,21 @@ def check_fetch(items: list[dict[str, Any]]) -> None:
 
 def check_create(body: dict[str, Any]) -> None:
     """A create body (§5.1): a new sandbox, or one from a snapshot; cloning is refused."""
-    if body.get("source_sandbox_id") is not None:
+    if "source_sandbox_id" in body:
+        check_known(body, KNOWN["clone"], "a clone request")
         raise ApiError(400, "cloning a sandbox is not supported by the fake")
+    kind = "sandbox from a snapshot" if "snapshot_id" in body else "new sandbox"
+    check_known(body, KNOWN[kind], f"a {kind} request")
+    for key in ("scope", "environment"):
+        if key in body:
+            raise ApiError(400, f"'{key}' (environment scope) is not supported by the fake")
     required = ("snapshot_id", "name") if "snapshot_id" in body else ("name", "os")
     for key in required:
         if not isinstance(body.get(key), str) or not body[key].strip():
             raise ApiError(400, f"'{key}' is required")
     check_fields(body)
     if body.get("apps") is not None and not is_str_list(body["apps"]):
-        raise ApiError(400, "'apps' must be an array of strings")
+        raise ApiError(400, "'apps' must be an array of strings")  # commands, on create
     check_enums(body)
     if body.get("fetch"):
         check_fetch(body["fetch"])
@@ -152,7 +183,14 @@ def check_create(body: dict[str, Any]) -> None:
 
 def check_patch(body: dict[str, Any]) -> None:
     """A PATCH body (§5.6); null clears a field."""
+    check_known(body, KNOWN["update"], "an update request")
+    for key in ("scope", "project", "environment"):
+        if key in body:
+            raise ApiError(400, f"moving a sandbox ('{key}') is not supported by the fake")
     check_fields(body)
+    apps = body.get("apps") or []
+    if not all(isinstance(app, dict) and isinstance(app.get("command"), str) for app in apps):
+        raise ApiError(400, "'apps' must be an array of objects with a 'command'")
     if "name" in body and not body["name"]:
         raise ApiError(400, "'name' is required")
     check_enums(body)
@@ -170,6 +208,7 @@ def check_identifier_shape(identifier: str) -> None:
 
 
 def command_body(body: dict[str, Any]) -> tuple[str, str, Language]:
+    check_known(body, KNOWN["command"], "a command")
     command, runtime = body.get("command"), body.get("runtime") or "BASH"
     if not isinstance(command, str) or not command:
         raise ApiError(400, "'command' is required")

@@ -59,6 +59,12 @@ class Boot:
                 return False
         else:
             sb.local = await provider.create(spec)
+        if sb.snapshot_id is not None:
+            sb.boot_logs.append(f"Restoring snapshot {sb.snapshot_id}")
+            snapshot = self.server.snapshots.get(sb.snapshot_id)
+            if snapshot is None:
+                raise SandboxError(f"snapshot {sb.snapshot_id} was deleted")
+            await self.server.snapshot_api.restore(snapshot, sb.local)
         if sb.first_boot_commands:
             return await self._first_boot(sb, sb.local)
         return True

@@ -70,7 +70,9 @@ class Sandboxes:
         self._check_identifier(body.get("identifier"), None)
         fields = {key: body[key] for key in CREATE_FIELDS if body.get(key) is not None}
         fields["apps"] = [_app(command) for command in fields.get("apps", [])]
-        fields.setdefault("os", OS_VALUES[-1])  # a snapshot brings its own os
+        if "snapshot_id" in fields:  # a snapshot brings its own os
+            fields.setdefault("os", self.server.snapshot_api.ready(fields["snapshot_id"]).os)
+        fields.setdefault("os", OS_VALUES[-1])
         sb = FakeSandbox(id=random_id(13), create_date=now_iso(), **fields)
         sb.boot_logs.append("Sandbox starting...")
         sb.set_status("STARTING", "created")
@@ -84,7 +86,7 @@ class Sandboxes:
     async def update_sandbox(self, request: web.Request) -> web.Response:
         sb = self.server.sandbox(request)
         body = await json_object(request)
-        if sb.status != "RUNNING" or sb.setup_status == "INPROGRESS":
+        if sb.status != "RUNNING" or sb.setup_status == "INPROGRESS" or sb.busy is not None:
             raise ApiError(400, IN_PROGRESS)
         check_patch(body)
         self._check_identifier(body.get("identifier"), sb)
@@ -94,6 +96,8 @@ class Sandboxes:
             if key in body:  # null clears the field
                 empty: Any = [] if isinstance(getattr(sb, key), list) else None
                 setattr(sb, key, empty if body[key] is None else body[key])
+        if body.get("apps"):  # {id?, command} on update
+            sb.apps = [_app(app["command"]) | _id_of(app) for app in body["apps"]]
         return web.json_response(self.server.views.sandbox(sb))
 
     async def delete_sandbox(self, request: web.Request) -> web.Response:
@@ -115,3 +119,7 @@ class Sandboxes:
 
 def _app(command: str) -> dict[str, Any]:
     return {"id": random_id(7), "command": command, "app_status": "NONE"}
+
+
+def _id_of(app: dict[str, Any]) -> dict[str, Any]:
+    return {"id": app["id"]} if isinstance(app.get("id"), str) else {}

@@ -144,6 +144,11 @@ def _not_found(
         return CommandNotFound(f"no such command {subject!r} in this sandbox")
     if scope == "path":
         return path_missing(subject)
+    if "snapshot" in said.lower():  # creating from BUDDY_SNAPSHOT
+        return SandboxConfigError(
+            f"Buddy does not know the snapshot BUDDY_SNAPSHOT names{said}. Check "
+            "BUDDY_SNAPSHOT (a snapshot's id, as Buddy lists them), or unset it."
+        )
     where = f"workspace {workspace!r}" + (f" or project {project!r}" if project else "")
     return SandboxConfigError(
         f"Buddy does not know {where}{said}. Check BUDDY_WORKSPACE (the part after "
