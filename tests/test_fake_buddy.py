@@ -484,11 +484,16 @@ async def test_fail_next_burst_then_success(buddy: FakeBuddy, api: httpx.AsyncCl
     assert (await create(api)).status_code == 201  # POST did not match
 
 
-async def test_fail_next_429_carries_retry_after(buddy: FakeBuddy, api: httpx.AsyncClient) -> None:
-    buddy.fail_next(1, status=429, retry_after=2, message="slow down")
+async def test_fail_next_429_carries_the_rate_limit_reset(
+    buddy: FakeBuddy, api: httpx.AsyncClient
+) -> None:
+    buddy.fail_next(1, status=429, reset_after=2, message="slow down")
+    before = time.time()
     response = await api.get(CREATE)
     assert response.status_code == 429
-    assert response.headers["retry-after"] == "2"
+    assert response.headers["x-rate-limit-remaining"] == "0"
+    assert before + 2 <= int(response.headers["x-rate-limit-reset"]) <= time.time() + 3
+    assert "retry-after" not in response.headers  # not something the document says Buddy sends
     assert message(response) == "slow down"
 
 

@@ -4,6 +4,7 @@ token scopes and rate limits are refused as the document says Buddy refuses them
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tests.buddy_client import (
     wait_ready,
     wait_status,
 )
+from tests.fakes.buddy_access import RateLimit
 from tests.fakes.buddy_api import FakeBuddy
 
 
@@ -147,3 +149,58 @@ async def test_a_stopped_sandbox_can_be_snapshotted(api: httpx.AsyncClient) -> N
     await wait_status(api, sid, "STOPPED")
     taken = await api.post(f"/sandboxes/{sid}/snapshots")
     assert taken.status_code == 201
+
+
+# -- token scopes
+
+
+async def test_each_route_needs_its_scope(sandbox_root: Path) -> None:
+    async with FakeBuddy(sandbox_root, boot_delay_s=BOOT_S) as buddy, client_for(buddy) as api:
+        sid = (await wait_ready(api, (await create(api)).json()["id"]))["id"]
+        buddy.scopes = {"SANDBOX_READ"}
+        for response in (
+            await create(api),
+            await api.post(f"/sandboxes/{sid}/commands", json={"command": "true"}),
+            await api.post(f"/sandboxes/{sid}/stop"),
+            await api.delete(f"/sandboxes/{sid}"),
+        ):
+            assert (response.status_code, message(response)) == (
+                403,
+                "Insufficient scope: this token needs SANDBOX_WRITE",
+            )
+        assert (await api.get(f"/sandboxes/{sid}")).status_code == 200
+        lookup = await api.get("/identifiers", params={"project": "analytics", "sandbox": "x"})
+        assert message(lookup) == "Insufficient scope: this token needs WORKSPACE"
+        buddy.scopes = {"SANDBOX_WRITE", "WORKSPACE"}
+        read = await api.get(f"/sandboxes/{sid}/content/buddy/work")
+        assert (read.status_code, message(read)) == (
+            403,
+            "Insufficient scope: this token needs SANDBOX_READ",
+        )
+
+
+# -- rate limits
+
+
+async def test_every_answer_carries_the_rate_limit_headers(
+    buddy: FakeBuddy, api: httpx.AsyncClient, sandbox: dict[str, Any]
+) -> None:
+    sid = sandbox["id"]
+    buddy.rate_limit = RateLimit(limit=5, window_s=30)
+    first = await api.get(f"/sandboxes/{sid}")
+    assert first.headers["x-rate-limit-limit"] == "5"
+    assert first.headers["x-rate-limit-remaining"] == "4"
+    reset = int(first.headers["x-rate-limit-reset"])
+    assert time.time() < reset <= time.time() + 31
+    cid = (await api.post(f"/sandboxes/{sid}/commands", json={"command": "echo hi"})).json()["id"]
+    async with api.stream("GET", f"/sandboxes/{sid}/commands/{cid}/logs?follow=true") as logs:
+        assert logs.headers["x-rate-limit-remaining"] == "2"  # a streamed answer too
+        await logs.aread()
+    missing = await api.get(f"/sandboxes/{sid}/content/buddy/work/nope")
+    assert missing.headers["x-rate-limit-remaining"] == "1"  # errors too
+    await api.get(f"/sandboxes/{sid}")
+    limited = await api.get(f"/sandboxes/{sid}")
+    assert (limited.status_code, message(limited)) == (429, "Too many requests")
+    assert limited.headers["x-rate-limit-remaining"] == "0"
+    assert int(limited.headers["x-rate-limit-reset"]) == reset
+    assert "retry-after" not in limited.headers

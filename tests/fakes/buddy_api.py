@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -37,7 +37,17 @@ from aiohttp import web
 from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
-from tests.fakes.buddy_access import Fault, error, fault_response
+from tests.fakes.buddy_access import (
+    ALL_SCOPES,
+    RATE_HEADERS,
+    Fault,
+    RateLimit,
+    add_rate_headers,
+    error,
+    fault_response,
+    needed_scope,
+    scope_error,
+)
 from tests.fakes.buddy_bodies import (
     peek_json,
 )
@@ -79,6 +89,7 @@ class FakeBuddy:
         exec_timeout_s: float = 60.0,
         limits: Limits | None = None,
         inactivity_timeout_s: float | None = None,
+        scopes: Collection[str] = ALL_SCOPES,
         port: int = 0,
     ) -> None:
         self.sandbox_root = Path(sandbox_root)
@@ -97,6 +108,8 @@ class FakeBuddy:
         self.stop_delay_s = 0.05  # STOPPING lasts at least this long
         self.limits = limits or Limits()
         self.api_enabled = True
+        self.scopes = set(scopes)  # the token's scopes
+        self.rate_limit = RateLimit()  # the token's; set `limit` and `window_s` to test 429s
         self.base_url = ""
         self.views = Views("", workspace, project)
         self.requests: list[RecordedRequest] = []
@@ -125,6 +138,7 @@ class FakeBuddy:
             user_namespaces=True,
         )
         app = web.Application(middlewares=[self._middleware])
+        app.on_response_prepare.append(add_rate_headers)
         self._add_routes(app.router)
         self._runner, self.base_url = await serve(app, self.port)
         self.views.base_url = self.base_url
@@ -163,7 +177,7 @@ class FakeBuddy:
         method: str | None = None,
         path: str | None = None,
         status: int = 503,
-        retry_after: float | None = None,
+        reset_after: float | None = None,
         message: str | None = None,
         drop: bool = False,
         delay_s: float = 0.0,
@@ -175,9 +189,10 @@ class FakeBuddy:
         authentication, like a gateway in front of the API. `delay_s` holds the faulty
         answer back that long (a client with a shorter read timeout gives up). With `after`
         the request is handled first and only its answer is lost: it took effect, and the
-        client cannot tell (for answers that are not streamed).
+        client cannot tell (for answers that are not streamed). A 429 says the limit resets
+        `reset_after` seconds from now (X-Rate-Limit-Reset, whole Unix seconds).
         """
-        fault = Fault(n, method, path, status, retry_after, message, drop, delay_s, after)
+        fault = Fault(n, method, path, status, reset_after, message, drop, delay_s, after)
         self._faults.append(fault)
 
     def vanish(self, sandbox_id: str) -> None:
@@ -221,7 +236,7 @@ class FakeBuddy:
             response = await self._handle(request, handler, record)
             if fault is None:
                 return response
-        return await fault_response(request, fault)
+        return await fault_response(request, fault, self.rate_limit)
 
     async def _handle(
         self,
@@ -233,6 +248,9 @@ class FakeBuddy:
         try:
             record.json = await peek_json(request)
             self._check_access(request)
+            allowed, request[RATE_HEADERS] = self.rate_limit.take()
+            if not allowed:
+                raise ApiError(429, "Too many requests")
             return await handler(request)
         except ApiError as err:
             return error(err.status, err.message)
@@ -262,6 +280,9 @@ class FakeBuddy:
             raise ApiError(404, "Workspace not found")
         if not self.api_enabled:
             raise ApiError(403, "API is disabled in this workspace")
+        scope = needed_scope(request)
+        if scope is not None and scope not in self.scopes:
+            raise ApiError(403, scope_error(scope))
 
     def check_project(self, request: web.Request) -> None:
         name = request.query.get("project_name")
