@@ -234,9 +234,12 @@ class FakeBuddy:
         fault = self._take_fault(record)
         if fault is None or fault.after:
             response = await self._handle(request, handler, record)
+            record.status = response.status
             if fault is None:
                 return response
-        return await fault_response(request, fault, self.rate_limit)
+        response = await fault_response(request, fault, self.rate_limit)
+        record.status = 0 if fault.drop else response.status
+        return response
 
     async def _handle(
         self,

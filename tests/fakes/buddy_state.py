@@ -56,6 +56,8 @@ class RecordedRequest:
     query: dict[str, str]
     headers: dict[str, str]  # lower-case names
     json: Any | None = None  # the parsed JSON body; None for multipart or empty bodies
+    at: float = field(default_factory=time.time)  # when it arrived
+    status: int = 0  # what it was answered with (0: no answer, the connection dropped)
 
 
 @dataclass(eq=False)
