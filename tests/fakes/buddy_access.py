@@ -15,12 +15,13 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from tests.fakes.buddy_state import RecordedRequest
+from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
+from tests.fakes.buddy_state import ApiError, RecordedRequest
 
 DEFAULT_FAULT_MESSAGES = {
     429: "Too many requests",
@@ -51,6 +52,23 @@ class Fault:
         if self.method is not None and self.method.upper() != request.method:
             return False
         return self.path is None or re.search(self.path, request.path) is not None
+
+
+def check_access(
+    request: web.Request, token: str, workspace: str, enabled: bool, scopes: Collection[str]
+) -> None:
+    """401 for a wrong token, 404 for another workspace, 403 for a disabled API or a scope
+    the token lacks, in that order."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or given != token:
+        raise ApiError(401, "Invalid or expired token")
+    if request.match_info.get("ws", workspace) != workspace:
+        raise ApiError(404, "Workspace not found")
+    if not enabled:
+        raise ApiError(403, "API is disabled in this workspace")
+    scope = needed_scope(request)
+    if scope is not None and scope not in scopes:
+        raise ApiError(403, scope_error(scope))
 
 
 def needed_scope(request: web.Request) -> str | None:
@@ -98,6 +116,26 @@ class RateLimit:
 async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: every answer, streamed ones too, carries the rate headers."""
     response.headers.update(request.get(RATE_HEADERS, {}))
+
+
+async def as_buddy_answers(
+    request: web.Request, answer: Awaitable[web.StreamResponse]
+) -> web.StreamResponse:
+    """`answer`, with the errors raised on the way answered as Buddy words them."""
+    try:
+        return await answer
+    except ApiError as err:
+        return error(err.status, err.message)
+    except web.HTTPException as err:
+        if err.status == 404:
+            return error(404, f"Not found: {request.method} {request.path}")
+        return error(err.status, err.reason)
+    except SandboxPathError as err:
+        return error(400, str(err))
+    except SandboxUnavailable:
+        return error(404, "Sandbox not found")
+    except SandboxError as err:
+        return error(500, str(err))
 
 
 def error(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:

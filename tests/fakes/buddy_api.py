@@ -34,7 +34,6 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
 from tests.fakes.buddy_access import (
@@ -43,10 +42,9 @@ from tests.fakes.buddy_access import (
     Fault,
     RateLimit,
     add_rate_headers,
-    error,
+    as_buddy_answers,
+    check_access,
     fault_response,
-    needed_scope,
-    scope_error,
 )
 from tests.fakes.buddy_bodies import (
     peek_json,
@@ -248,25 +246,16 @@ class FakeBuddy:
         record: RecordedRequest,
     ) -> web.StreamResponse:
         """The real answer, with the API's errors as Buddy words them."""
-        try:
+
+        async def answer() -> web.StreamResponse:
             record.json = await peek_json(request)
-            self._check_access(request)
+            check_access(request, self.token, self.workspace, self.api_enabled, self.scopes)
             allowed, request[RATE_HEADERS] = self.rate_limit.take()
             if not allowed:
                 raise ApiError(429, "Too many requests")
             return await handler(request)
-        except ApiError as err:
-            return error(err.status, err.message)
-        except web.HTTPException as err:
-            if err.status == 404:
-                return error(404, f"Not found: {request.method} {request.path}")
-            return error(err.status, err.reason)
-        except SandboxPathError as err:
-            return error(400, str(err))
-        except SandboxUnavailable:
-            return error(404, "Sandbox not found")
-        except SandboxError as err:
-            return error(500, str(err))
+
+        return await as_buddy_answers(request, answer())
 
     def _take_fault(self, record: RecordedRequest) -> Fault | None:
         for fault in self._faults:
@@ -274,18 +263,6 @@ class FakeBuddy:
                 fault.remaining -= 1
                 return fault
         return None
-
-    def _check_access(self, request: web.Request) -> None:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or token != self.token:
-            raise ApiError(401, "Invalid or expired token")
-        if request.match_info.get("ws", self.workspace) != self.workspace:
-            raise ApiError(404, "Workspace not found")
-        if not self.api_enabled:
-            raise ApiError(403, "API is disabled in this workspace")
-        scope = needed_scope(request)
-        if scope is not None and scope not in self.scopes:
-            raise ApiError(403, scope_error(scope))
 
     def check_project(self, request: web.Request) -> None:
         name = request.query.get("project_name")
