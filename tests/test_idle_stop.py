@@ -108,3 +108,6 @@ async def test_the_sweeper_spares_a_kept_sandbox_until_its_time_is_over(
         # No reaper ran (this process was busy, or down): the sweeper deletes it.
         assert await sweeper.sweep() == [sandbox_id]
         assert await kept(runtime) == []
+        # The thread, still open here, goes on in a fresh sandbox.
+        assert await answer(engine, "again") == "False"
+        assert engine.sandbox_id(KEY) not in (None, sandbox_id)

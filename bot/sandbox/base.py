@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from bot.errors import SandboxPathError, SandboxUnavailable
+from bot.errors import SandboxGone, SandboxPathError
 
 Language = Literal["python", "bash", "node"]
 LANGUAGES: tuple[Language, ...] = ("python", "bash", "node")
@@ -233,5 +233,6 @@ def wrong_kind(shown: str, kind: Literal["regular file", "folder"]) -> SandboxPa
     return SandboxPathError(f"{shown} is not a {kind}")
 
 
-def destroyed(sandbox_id: str) -> SandboxUnavailable:
-    return SandboxUnavailable(f"sandbox {sandbox_id} was destroyed")
+def destroyed(sandbox_id: str) -> SandboxGone:
+    """A sandbox used after its destroy (by its session, or by the orphan sweeper)."""
+    return SandboxGone(f"sandbox {sandbox_id} was destroyed")

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import SandboxError
+from bot.errors import SandboxError, SandboxGone
 from bot.sandbox.base import (
     CommandState,
     ExecResult,
@@ -166,6 +166,8 @@ class LocalSandbox:
 
     async def wake(self) -> bool:
         self._check_alive()
+        if not await asyncio.to_thread((self._home / "work").is_dir):  # removed by another bot
+            raise SandboxGone(f"sandbox {self.id} no longer exists")
         woke, self._stopped = self._stopped, False
         return woke
 
