@@ -111,6 +111,29 @@ async def test_a_thread_resumes_on_its_stopped_sandbox(sandbox_root: Path, monke
     assert "Traceback" not in h.texts(outcome.thread)
 
 
+async def test_session_idle_action_stop_keeps_the_sandbox_for_the_thread(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """SESSION_IDLE_ACTION=stop: the bot stops the quiet thread's sandbox itself, says so,
+    and the next question runs in the same sandbox again."""
+    async with running_bot(
+        "buddy", script, sandbox_root, monkeypatch,
+        session_idle_timeout=1.0, session_idle_action="stop", session_retain_s=7200,
+    ) as h:  # fmt: skip
+        assert h.buddy is not None
+        first = await h.slack.post_user_message(CHANNEL, ASK_WRITE, mention=True)
+        thread = first["ts"]
+        await h.wait_for_text(thread, "sandbox was stopped; its files are kept for 2 hours", 15)
+        (sandbox,) = h.buddy.sandboxes.values()
+        assert sandbox.status == "STOPPED"
+        assert [r.json for r in h.buddy.requests_to("POST", r"/stop$")] == [{}]
+        await h.slack.post_user_message(CHANNEL, ASK_READ, thread_ts=thread)
+        await h.slack.wait_for(lambda: len(answers(h, thread)) == 2, 30)
+    assert f"x.txt says: {NOTE!r}" in answers(h, thread)[-1]
+    assert len(h.buddy.requests_to("POST", r"/sandboxes$")) == 1
+    assert "was shut down" not in h.texts(thread)
+
+
 # -- the transcript
 
 
