@@ -30,7 +30,7 @@ async def fake(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
 
 
 @contextlib.asynccontextmanager
-async def provider_for(fake: FakeBuddy) -> AsyncIterator[BuddyProvider]:
+async def provider_for(fake: FakeBuddy, timeout_s: int = 900) -> AsyncIterator[BuddyProvider]:
     config = BuddyConfig(
         token="buddy-test-token",
         workspace="acme",
@@ -38,6 +38,7 @@ async def provider_for(fake: FakeBuddy) -> AsyncIterator[BuddyProvider]:
         api_url=fake.base_url,
         retry_base_delay_s=0.01,
         poll_interval_s=0.02,
+        timeout_s=timeout_s,
     )
     provider = BuddyProvider(config)
     try:
@@ -55,10 +56,14 @@ async def provider(fake: FakeBuddy) -> AsyncIterator[BuddyProvider]:
 async def stopped(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
     """Let Buddy stop the sandbox for inactivity, and wait until it has."""
     fake.inactivity_timeout_s = IDLE_S
+    await wait_stopped(fake, sandbox)
+    fake.inactivity_timeout_s = None
+
+
+async def wait_stopped(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
     async with asyncio.timeout(10):
         while fake.sandboxes[sandbox.id].status != "STOPPED":  # noqa: ASYNC110
             await asyncio.sleep(0.02)
-    fake.inactivity_timeout_s = None
 
 
 async def test_wake_starts_a_stopped_sandbox_with_its_files(
@@ -102,6 +107,22 @@ async def test_the_kernel_state_is_lost_and_the_next_cell_says_so(
     assert await sandbox.wake()
     after = await sandbox.run_code("python", "print(x + 1)", 10)
     assert after.kernel == "fresh" and "NameError" in after.stderr.text
+
+
+async def test_a_call_longer_than_the_inactivity_timeout_is_not_stopped(fake: FakeBuddy) -> None:
+    """Buddy counts a command's start as activity, not a process that goes on running: the
+    bot keeps the sandbox active while a call runs (the fake honours the 1 s `timeout`)."""
+    async with provider_for(fake, timeout_s=1) as provider:
+        sandbox = await provider.create(SandboxSpec("s1"))
+        bash = await sandbox.run_code("bash", "sleep 2.5; echo done", 10)
+        cell = await sandbox.run_code("python", "import time; time.sleep(2.5); print('done')", 10)
+        assert (bash.status, bash.stdout.text) == ("ok", "done\n")
+        assert (cell.status, cell.stdout.text, cell.kernel) == ("ok", "done\n", "started")
+        assert "STOPPING" not in [status for _, status, _ in fake.sandboxes[sandbox.id].history]
+        kept = fake.requests_to("POST", r"/exec$")
+        assert kept and {(r.json["command"], r.status) for r in kept} == {("true", 200)}
+        await wait_stopped(fake, sandbox)  # between calls Buddy may stop it, as it should
+        await sandbox.destroy()
 
 
 async def test_attach_keeps_a_stopped_sandbox_without_starting_it(

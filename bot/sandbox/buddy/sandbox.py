@@ -5,13 +5,16 @@ endpoints (`files`). Buddy answers 404 for a missing path or command and for a v
 sandbox alike; `_guard` tells them apart. A sandbox Buddy stopped for inactivity is started
 again (`wake`): by the session when it is next asked something, or here when a command is
 refused because the sandbox is not running (a refused command did not run, so it is sent
-again).
+again). Buddy counts a command's start as activity, not a process that goes on running, so
+while a call runs the sandbox is kept active (`_kept_awake`), or a long cell would be
+stopped mid-way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -37,6 +40,8 @@ from bot.sandbox.buddy.views import parse_listing
 from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+KEEP_AWAKE = {"command": "true", "runtime": "BASH"}  # a sync exec: not kept in the history
 
 
 class Owner(Protocol):
@@ -88,10 +93,10 @@ class BuddySandbox:
 
     async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         if language == "python" and self._kernel is not None:
-            async with self._guard():
+            async with self._guard(), self._kept_awake():
                 return await self._kernel.run(code, timeout_s)
         script = run_script(language, code, timeout_s, network=self._provider.config.network)
-        async with self._guard():
+        async with self._guard(), self._kept_awake():
             command_id = await self._commands.start(script)
             return await self._commands.collect(command_id, timeout_s)
 
@@ -176,6 +181,31 @@ class BuddySandbox:
             if not await self.wake():
                 raise  # it runs after all: the refusal was about something else
         return await call()
+
+    @contextlib.asynccontextmanager
+    async def _kept_awake(self) -> AsyncIterator[None]:
+        """Run a trivial command every third of Buddy's inactivity timeout meanwhile."""
+        task = asyncio.create_task(self._keep_awake(self._provider.config.timeout_s / 3))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_awake(self, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self._http.request(
+                    "POST",
+                    self._http.sandbox_url(self.id, "exec"),
+                    json=KEEP_AWAKE,
+                    scope="sandbox",
+                    what="keeping the sandbox active",
+                    timing="command",
+                )
+            except BotError as exc:  # the call itself will tell what is wrong
+                log.info("could not keep sandbox %s active: %s", self.id, exc)
 
     async def _start_kernel(self) -> KernelProcess:
         return await start_kernel(self._commands, network=self._provider.config.network)
