@@ -72,8 +72,11 @@ class BuddyProvider:
             return self._sandboxes[sandbox_id]
         try:
             view = await self.power.view(sandbox_id, "checking a sandbox")
-            booted(view)  # raises for a failed setup or start
-        except SandboxUnavailable:  # gone, or failed
+        except SandboxGone:
+            return None
+        try:
+            booted(view)
+        except SandboxUnavailable:  # its setup or its start failed
             return None
         if view.get("status") not in USABLE:
             return None
