@@ -135,6 +135,12 @@ class SleepySandbox:
     async def list_dir(self, path: str) -> list[FileEntry]:
         return []
 
+    async def stop(self) -> None:
+        pass
+
+    async def wake(self) -> bool:
+        return False
+
     async def destroy(self) -> None:
         pass
 

@@ -79,6 +79,8 @@ class Runtime:
             opener_for,
             budgets=Budgets.from_settings(self.settings),
             idle_timeout_s=self.settings.session_idle_timeout,
+            idle_action=self.settings.session_idle_action,
+            retain_s=self.settings.session_retain_s,
         )
 
     def orphan_sweeper(

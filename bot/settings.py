@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
 
     session_idle_timeout: float = Field(default=900, gt=0)
+    # On idle: delete the sandbox, or stop it and keep it (files and all) this long.
+    session_idle_action: Literal["delete", "stop"] = "delete"
+    session_retain_s: float = Field(default=86_400, gt=0)
+    sandbox_network: bool = False  # model-written code may reach the network (Buddy only)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     redis_url: str | None = None  # set: the store is this Redis, shared by replicas
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s

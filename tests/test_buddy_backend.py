@@ -26,8 +26,8 @@ from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
 from bot.sandbox.buddy.errors import GONE_MESSAGE, OutcomeUnknown
 from bot.sandbox.buddy.scripts import first_boot_script
+from tests.buddy_client import make_repo
 from tests.fakes.buddy_api import FakeBuddy, RecordedRequest
-from tests.test_fake_buddy import make_repo
 
 TOKEN = "buddy-test-token"
 SANDBOXES = "/workspaces/acme/sandboxes"
@@ -384,16 +384,16 @@ async def test_a_5xx_burst_on_reads_is_survived(fake: FakeBuddy, provider: Buddy
     assert await read_all(sandbox.download("/buddy/work/a.txt")) == b"abc"
 
 
-async def test_429_is_waited_out_honouring_retry_after(
+async def test_429_is_waited_out_until_the_rate_limit_resets(
     fake: FakeBuddy, sandbox: BuddySandbox
 ) -> None:
-    fake.fail_next(1, method="GET", path=r"/content/", status=429, retry_after=0.3)
+    fake.fail_next(1, method="GET", path=r"/content/", status=429, reset_after=0.3)
     started = time.monotonic()
     await sandbox.list_dir("/buddy/work")
     assert time.monotonic() - started >= 0.3
     assert len(fake.requests_to("GET", r"/content/")) == 2
     # a refused command did not run, so its POST is sent again
-    fake.fail_next(1, method="POST", path=r"/commands$", status=429, retry_after=0.2)
+    fake.fail_next(1, method="POST", path=r"/commands$", status=429, reset_after=0.2)
     started = time.monotonic()
     result = await sandbox.run_code("bash", "echo once", 10)
     assert time.monotonic() - started >= 0.2
@@ -403,7 +403,7 @@ async def test_429_is_waited_out_honouring_retry_after(
 
 
 async def test_429_is_reported_after_three_waits(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
-    fake.fail_next(4, method="GET", path=r"/content/", status=429, retry_after=0.01)
+    fake.fail_next(4, method="GET", path=r"/content/", status=429, reset_after=0.01)
     with pytest.raises(SandboxError, match=RATE_LIMITED + "listing"):
         await sandbox.list_dir("/buddy/work")
     assert len(fake.requests_to("GET", r"/content/")) == 4  # the first try and three waits
@@ -482,7 +482,7 @@ async def test_the_command_post_is_never_resent(fake: FakeBuddy, fault: dict[str
 async def test_a_streamed_upload_is_not_resent_on_429(
     fake: FakeBuddy, sandbox: BuddySandbox
 ) -> None:
-    fake.fail_next(1, method="POST", path=r"/content/upload/", status=429, retry_after=0.01)
+    fake.fail_next(1, method="POST", path=r"/content/upload/", status=429, reset_after=0.01)
     with pytest.raises(SandboxError, match=RATE_LIMITED + "uploading"):
         await sandbox.upload("/buddy/work/a.csv", chunks(b"data"))
     assert len(fake.requests_to("POST", r"/content/upload/")) == 1

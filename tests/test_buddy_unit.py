@@ -11,10 +11,8 @@ import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
-from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -376,17 +374,18 @@ def test_request_timeouts_by_kind() -> None:
 # -- Retry-After --
 
 
-def test_retry_delay_headers() -> None:
+def test_retry_delay_waits_until_the_rate_limit_resets() -> None:
     now = 1_800_000_000.0
-    assert retry_delay({"Retry-After": "7"}, 1.0, now=now) == 7
-    date = format_datetime(datetime.fromtimestamp(now + 12, UTC), usegmt=True)
-    assert retry_delay({"retry-after": date}, 1.0, now=now) == pytest.approx(12, abs=1)
     assert retry_delay({"X-Rate-Limit-Reset": str(int(now + 5))}, 1.0, now=now) == 5
-    assert retry_delay({"X-Rate-Limit-Reset": str(int((now + 5) * 1000))}, 1.0, now=now) == 5
+    assert retry_delay({"x-rate-limit-reset": str(int((now + 5) * 1000))}, 1.0, now=now) == 5
     assert retry_delay({}, 2.5, now=now) == 2.5
-    assert retry_delay({"Retry-After": "soon"}, 2.5, now=now) == 2.5
-    assert retry_delay({"Retry-After": "3600"}, 1.0, now=now) == RATE_LIMIT_MAX_WAIT_S
-    assert retry_delay({"X-Rate-Limit-Reset": str(int(now - 30))}, 1.0, now=now) == 0
+    assert retry_delay({"X-Rate-Limit-Reset": "soon"}, 2.5, now=now) == 2.5
+    late = str(int(now + 3600))
+    assert retry_delay({"X-Rate-Limit-Reset": late}, 1.0, now=now) == RATE_LIMIT_MAX_WAIT_S
+    # a reset already past (or a clock ahead of Buddy's): back off, do not burst
+    assert retry_delay({"X-Rate-Limit-Reset": str(int(now - 30))}, 1.5, now=now) == 1.5
+    # Retry-After is not something Buddy is documented to send
+    assert retry_delay({"Retry-After": "7"}, 1.5, now=now) == 1.5
 
 
 # -- the run wrapper, run for real with bash in a temporary layout --
@@ -396,7 +395,7 @@ def _tool_path(tmp_path: Path, *, with_node: bool = False) -> str:
     """A PATH holding just the tools the wrapper needs (and no node unless asked)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    tools = ["bash", "mkdir", "cat", "timeout", "env", "sleep", "rm"]
+    tools = ["bash", "mkdir", "cat", "timeout", "env", "sleep", "rm", "unshare"]
     for tool in [*tools, "node"] if with_node else tools:
         found = shutil.which(tool, path="/usr/bin:/bin")
         if found is None:
@@ -530,6 +529,8 @@ def test_wrapper_shape() -> None:
     assert "mkdir -p /buddy/work/out" in script
     assert "cd /buddy/work" in script
     assert "timeout -s KILL 12.500 env -i PATH=" in script
+    assert ' unshare --user --map-root-user --net -- "$p" "$f" &\n' in script
+    assert "unshare" not in run_script("python", "print(1)", 12.5, network=True)
     for setting in ("HOME=/buddy/work", "LANG=C.UTF-8", "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1"):
         assert setting in script
     assert "TMPDIR=/tmp" in script
@@ -613,6 +614,20 @@ def test_create_body_from_snapshot() -> None:
         "git clone --quiet --depth 1 -- https://github.com/o/r /buddy/data"
         in (body["first_boot_commands"])
     )
+
+
+def test_first_boot_fails_when_model_code_cannot_go_offline(tmp_path: Path) -> None:
+    """No network namespace for model code: the setup fails and says why."""
+    script = first_boot_script(make_data_dir=True).replace("/buddy", str(tmp_path / "buddy"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "unshare").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "unshare").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "set SANDBOX_NETWORK=on" in done.stderr
+    assert "unshare" not in first_boot_script(make_data_dir=True, network=True)
 
 
 def test_first_boot_script_runs(tmp_path: Path) -> None:

@@ -6,9 +6,7 @@ import asyncio
 import io
 import json
 import os
-import shutil
 import socket
-import subprocess
 import tarfile
 import time
 from collections.abc import AsyncIterator
@@ -18,12 +16,20 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.buddy_client import (
+    BOOT_S,
+    CREATE,
+    REPO_URL,
+    client_for,
+    create,
+    logs,
+    make_repo,
+    message,
+    start,
+    wait_command,
+    wait_ready,
+)
 from tests.fakes.buddy_api import FakeBuddy
-
-TOKEN = "buddy-test-token"
-CREATE = "/sandboxes?project_name=analytics"
-BOOT_S = 0.05
-REPO_URL = "https://github.com/acme/sales-data"
 
 
 @pytest.fixture
@@ -41,78 +47,6 @@ async def api(buddy: FakeBuddy) -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 async def sandbox(api: httpx.AsyncClient) -> dict[str, Any]:
     return await wait_ready(api, (await create(api)).json()["id"])
-
-
-def client_for(buddy: FakeBuddy, token: str = TOKEN) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=f"{buddy.base_url}/workspaces/acme",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=20,
-    )
-
-
-async def create(api: httpx.AsyncClient, **fields: Any) -> httpx.Response:
-    body = {"name": "Test sandbox", "os": "ubuntu:24.04", **fields}
-    return await api.post(CREATE, json=body)
-
-
-async def wait_ready(api: httpx.AsyncClient, sid: str, timeout_s: float = 10) -> dict[str, Any]:
-    """Poll until the boot is over: RUNNING, with setup SUCCESS or FAILED."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = (await api.get(f"/sandboxes/{sid}")).json()
-        if view["status"] == "RUNNING" and view["setup_status"] != "INPROGRESS":
-            return view
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"sandbox {sid} did not boot")
-
-
-async def start(api: httpx.AsyncClient, sid: str, command: str, runtime: str = "BASH") -> str:
-    response = await api.post(
-        f"/sandboxes/{sid}/commands", json={"command": command, "runtime": runtime}
-    )
-    assert response.status_code == 200, response.text
-    return response.json()["id"]
-
-
-async def wait_command(api: httpx.AsyncClient, sid: str, cid: str) -> dict[str, Any]:
-    for _ in range(500):
-        view = (await api.get(f"/sandboxes/{sid}/commands/{cid}")).json()
-        if view["status"] != "INPROGRESS":
-            return view
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"command {cid} did not finish")
-
-
-async def logs(api: httpx.AsyncClient, sid: str, cid: str) -> list[dict[str, str]]:
-    response = await api.get(f"/sandboxes/{sid}/commands/{cid}/logs")
-    assert response.headers["content-type"].startswith("application/jsonl")
-    return [json.loads(line) for line in response.text.splitlines() if line]
-
-
-def message(response: httpx.Response) -> str:
-    return response.json()["errors"][0]["message"]
-
-
-def make_repo(folder: Path) -> Path:
-    """A one-commit git repository with a README and a CSV."""
-    git = shutil.which("git")
-    assert git, "git is needed for the fetch tests"
-    folder.mkdir()
-    (folder / "README.md").write_text("# sales data\n")
-    (folder / "sales.csv").write_text("region,total\nnorth,10\n")
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(folder),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "data"]):
-        subprocess.run([git, *args], cwd=folder, env=env, check=True)
-    return folder
 
 
 # -- access
@@ -179,9 +113,7 @@ async def test_create_validates_the_body(api: httpx.AsyncClient) -> None:
     assert (
         await api.post("/sandboxes", json={"name": "x", "os": "ubuntu:24.04"})
     ).status_code == 400
-    snapshot = await api.post(CREATE, json={"snapshot_id": "snap1", "name": "restored"})
-    assert snapshot.status_code == 201
-    assert (await api.post(CREATE, json={"snapshot_id": "snap1"})).status_code == 400
+    assert (await api.post(CREATE, json={"snapshot_id": "snap1"})).status_code == 400  # no name
     assert (await create(api, identifier="same")).status_code == 201
     duplicate = await create(api, identifier="same")
     assert duplicate.status_code == 400
@@ -552,11 +484,16 @@ async def test_fail_next_burst_then_success(buddy: FakeBuddy, api: httpx.AsyncCl
     assert (await create(api)).status_code == 201  # POST did not match
 
 
-async def test_fail_next_429_carries_retry_after(buddy: FakeBuddy, api: httpx.AsyncClient) -> None:
-    buddy.fail_next(1, status=429, retry_after=2, message="slow down")
+async def test_fail_next_429_carries_the_rate_limit_reset(
+    buddy: FakeBuddy, api: httpx.AsyncClient
+) -> None:
+    buddy.fail_next(1, status=429, reset_after=2, message="slow down")
+    before = time.time()
     response = await api.get(CREATE)
     assert response.status_code == 429
-    assert response.headers["retry-after"] == "2"
+    assert response.headers["x-rate-limit-remaining"] == "0"
+    assert before + 2 <= int(response.headers["x-rate-limit-reset"]) <= time.time() + 3
+    assert "retry-after" not in response.headers  # not something the document says Buddy sends
     assert message(response) == "slow down"
 
 

@@ -97,7 +97,7 @@ async def test_buddy_faults_seen_from_the_thread(sandbox_root: Path, monkeypatch
         assert h.buddy is not None
         # Bursts of 5xx and a 429 on reads, on the way to an answer.
         h.buddy.fail_next(2, method="GET", path=r"/sandboxes/\w+$", status=503)
-        h.buddy.fail_next(1, method="GET", path=r"/logs", status=429, retry_after=1)
+        h.buddy.fail_next(1, method="GET", path=r"/logs", status=429, reset_after=1)
         csv = h.slack.add_file(POPULATION_CSV.name, POPULATION_CSV.read_bytes())
         first = await h.slack.post_user_message(CHANNEL, "go", files=[csv], mention=True)
         await h.slack.wait_for(lambda: answers(h, first["ts"]) != [], 30)

@@ -76,6 +76,30 @@ async def test_restart_with_idle_sessions_reuses_their_sandboxes(
         assert "(turns so far: 3)" in answers(h, thread)[-1]
 
 
+async def test_restart_onto_a_sandbox_buddy_stopped_starts_it_again(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """Buddy stopped the sandbox while the bot was down: the new process starts the same
+    one again (files kept) instead of making a new one and fetching the files again."""
+    async with fake_world("buddy", script, sandbox_root, monkeypatch) as h:
+        assert h.buddy is not None
+        async with bot_process(h):
+            thread = await mention_with_csv(h, "what files?")
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 20)
+        (sandbox,) = h.buddy.sandboxes.values()
+        h.buddy.inactivity_timeout_s = 0.3  # Buddy's inactivity timeout fires meanwhile
+        await h.slack.wait_for(lambda: sandbox.status == "STOPPED", 10)
+        h.buddy.inactivity_timeout_s = None
+        downloads = len(h.slack.downloads)
+        async with bot_process(h):
+            await h.slack.post_user_message(CHANNEL, "and now?", thread_ts=thread)
+            await h.slack.wait_for(lambda: len(answers(h, thread)) == 2, 20)
+        assert sandboxes_made(h) == 1  # started again, not recreated
+        assert len(h.buddy.requests_to("POST", r"/start$")) == 1
+        assert answers(h, thread)[-1].startswith("files: ['population_2000_2010_2020.csv']")
+        assert len(h.slack.downloads) == downloads == 1  # the CSV was not fetched again
+
+
 async def test_sigterm_lets_a_short_run_finish(sandbox_root: Path, monkeypatch) -> None:
     def quick(req: ModelRequest) -> Reply:
         if not req.tool_results():

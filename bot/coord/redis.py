@@ -27,7 +27,7 @@ SEEN_S = 3600  # Slack redelivers within minutes
 # Renew or drop a lease only while it is still ours.
 RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"  # noqa: E501
 DROP = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"  # noqa: E501
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from bot.errors import SandboxPathError, SandboxUnavailable
+from bot.errors import SandboxGone, SandboxPathError
 
 Language = Literal["python", "bash", "node"]
 LANGUAGES: tuple[Language, ...] = ("python", "bash", "node")
@@ -122,6 +122,17 @@ class Sandbox(Protocol):
 
     async def list_dir(self, path: str) -> list[FileEntry]: ...
 
+    async def stop(self) -> None:
+        """End every process (the Python kernel, detached commands) but keep the files;
+        `wake` starts the sandbox again."""
+        ...
+
+    async def wake(self) -> bool:
+        """Make sure the sandbox runs, starting it again if it was stopped (by `stop`, or by
+        its service after a time without activity). True if it was: files are kept, but its
+        processes are gone (the kernel's variables, detached commands)."""
+        ...
+
     async def destroy(self) -> None:
         """Remove the sandbox and everything in it. Idempotent."""
         ...
@@ -133,7 +144,7 @@ class SandboxProvider(Protocol):
 
     async def attach(self, sandbox_id: str) -> Sandbox | None:
         """The existing sandbox `sandbox_id` (after a restart), or None if it is gone or
-        unusable."""
+        unusable. A stopped one is returned as it is: `Sandbox.wake` starts it."""
         ...
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
@@ -223,5 +234,6 @@ def wrong_kind(shown: str, kind: Literal["regular file", "folder"]) -> SandboxPa
     return SandboxPathError(f"{shown} is not a {kind}")
 
 
-def destroyed(sandbox_id: str) -> SandboxUnavailable:
-    return SandboxUnavailable(f"sandbox {sandbox_id} was destroyed")
+def destroyed(sandbox_id: str) -> SandboxGone:
+    """A sandbox used after its destroy (by its session, or by the orphan sweeper)."""
+    return SandboxGone(f"sandbox {sandbox_id} was destroyed")

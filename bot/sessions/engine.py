@@ -30,7 +30,7 @@ from bot.sessions.events import (
 )
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
-from bot.sessions.lifecycle import Lifecycle
+from bot.sessions.lifecycle import IdleAction, Lifecycle
 from bot.sessions.run import Audit, ask_watching_sandbox, failure
 from bot.sessions.session import Intake, Session
 from bot.sessions.thread import RunResult, Thread
@@ -52,6 +52,8 @@ class Engine:
         *,
         budgets: Budgets,
         idle_timeout_s: float,
+        idle_action: IdleAction = "delete",
+        retain_s: float = 86_400,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -64,7 +66,8 @@ class Engine:
         self.accepting = True
         self.lifecycle = Lifecycle(
             self._threads, self._load, store, sessions.provider, view_for,
-            idle_timeout_s=idle_timeout_s, clock=clock,
+            idle_timeout_s=idle_timeout_s, idle_action=idle_action, retain_s=retain_s,
+            clock=clock,
         )  # fmt: skip
 
     # -- threads --

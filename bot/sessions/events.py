@@ -53,7 +53,10 @@ class BudgetSpent:
 
 @dataclass(frozen=True)
 class SandboxSuspended:
-    """The thread went quiet and its sandbox was shut down; it resumes on the next question."""
+    """The thread went quiet and its sandbox was shut down; it resumes on the next question.
+    `kept_s`: the sandbox was stopped, not deleted, and is kept (files and all) this long."""
+
+    kept_s: float = 0.0
 
 
 SessionEvent = (

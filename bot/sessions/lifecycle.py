@@ -1,7 +1,9 @@
 """Around the runs: reattaching after a start, the idle reaper, and a graceful shutdown.
 
 The reaper works from the store, so a thread is reaped whichever process served it last,
-and never while a run is in flight anywhere.
+and never while a run is in flight anywhere. A quiet thread's sandbox is deleted, or with
+SESSION_IDLE_ACTION=stop stopped and kept (files and all) for SESSION_RETAIN_S, then
+deleted; until then it counts as owned, so the orphan sweeper leaves it alone.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider
@@ -20,9 +23,8 @@ from bot.store.base import RunRecord, SessionRecord, Store
 log = logging.getLogger(__name__)
 
 Load = Callable[[str], Awaitable[Thread]]
+IdleAction = Literal["delete", "stop"]
 Claim = Callable[[str], Awaitable[bool]]
-
-
 Release = Callable[[str], Awaitable[None]]
 
 
@@ -44,6 +46,8 @@ class Lifecycle:
         view_for: ViewFor,
         *,
         idle_timeout_s: float,
+        idle_action: IdleAction = "delete",
+        retain_s: float = 86_400,
         clock: Callable[[], float] = time.time,
     ) -> None:
         # A thread this process does not hold is reaped only once claimed (with replicas,
@@ -56,8 +60,13 @@ class Lifecycle:
         self._provider = provider
         self._view_for = view_for
         self._idle_timeout_s = idle_timeout_s
+        self._idle_action = idle_action
+        self._retain_s = retain_s
         self._clock = clock
         self._reaper: asyncio.Task[None] | None = None
+        # key -> the last activity when this process stopped its sandbox (stopped once,
+        # until the thread is used again)
+        self._stopped: dict[str, float] = {}
 
     async def attach(self, record: SessionRecord) -> Sandbox | None:
         """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
@@ -89,10 +98,20 @@ class Lifecycle:
                 log.exception("telling %s about an interrupted run failed", run.key)
 
     async def owned_sandbox_ids(self) -> set[str]:
-        """Sandboxes that sessions hold, in this process or in the store."""
-        live = {t.session.sandbox_id for t in self._threads.values() if t.session.sandbox_id}
-        stored = {r.sandbox_id for r in await self._store.list_sessions() if r.sandbox_id}
-        return live | stored
+        """Sandboxes that sessions hold, in this process or in the store; not those stopped
+        and kept past SESSION_RETAIN_S (the reaper or the orphan sweeper deletes them)."""
+        now = self._clock()
+        in_flight = {run.key for run in await self._store.runs_in_flight()}
+        records = {r.key: r for r in await self._store.list_sessions()}
+        owned: set[str] = set()
+        for key in records.keys() | self._threads.keys():
+            record, thread = records.get(key), self._threads.get(key)
+            held = {record.sandbox_id if record else None}
+            held.add(thread.session.sandbox_id if thread else None)
+            busy = key in in_flight or (thread is not None and thread.busy)
+            if busy or not self._past_retention(now - self._last(record, thread, now)):
+                owned |= {sandbox_id for sandbox_id in held if sandbox_id}
+        return owned
 
     def start_reaper(self, interval_s: float | None = None) -> None:
         if self._reaper is None:
@@ -104,25 +123,44 @@ class Lifecycle:
             self._reaper.cancel()
 
     async def reap(self) -> list[str]:
-        """Shut down the sandboxes of threads quiet for longer than the idle timeout."""
+        """Shut down the sandboxes of threads quiet for longer than the idle timeout: delete
+        them, or stop them and delete them once kept for the retention time."""
         now, reaped = self._clock(), []
         in_flight = {run.key for run in await self._store.runs_in_flight()}
         for record in await self._store.list_sessions():
-            thread = self._threads.get(record.key)
-            last = thread.last_activity if thread else record.last_activity
-            quiet = now - last >= self._idle_timeout_s and record.key not in in_flight
-            if not quiet or (thread and thread.busy):
+            key, thread = record.key, self._threads.get(record.key)
+            if key in in_flight or (thread and thread.busy):
                 continue
-            if thread is None and not await self.claim(record.key):
+            last = self._last(record, thread, now)
+            if now - last < self._idle_timeout_s:
                 continue
+            if thread is None and not await self.claim(key):
+                continue  # another replica holds it
             try:
-                if await self._suspend(record, thread):
-                    reaped.append(record.key)
-                    await self._tell_suspended(record.key)
+                if await self._reap_one(record, thread, now, last):
+                    reaped.append(key)
             finally:
                 if thread is None:
-                    await self.release(record.key)
+                    await self.release(key)
         return reaped
+
+    async def _reap_one(
+        self, record: SessionRecord, thread: Thread | None, now: float, last: float
+    ) -> bool:
+        """Stop or shut down one quiet thread's sandbox, as the idle action says."""
+        key = record.key
+        if self._idle_action == "stop" and not self._past_retention(now - last):
+            if self._stopped.get(key) != last and await self._stop(record, thread):
+                self._stopped[key] = last
+                await self._tell_suspended(key, kept_s=self._retain_s)
+                return True
+            return False
+        if not await self._suspend(record, thread):
+            return False
+        if self._idle_action == "delete":  # a kept one's thread was told when stopped
+            await self._tell_suspended(key)
+        self._stopped.pop(key, None)
+        return True
 
     async def drain(self, grace_s: float) -> list[str]:
         """Let running turns finish within `grace_s`, cancel the rest (recorded as
@@ -138,6 +176,30 @@ class Lifecycle:
         await asyncio.gather(*workers, return_exceptions=True)
         return cut
 
+    def _last(self, record: SessionRecord | None, thread: Thread | None, now: float) -> float:
+        """When the thread was last active (this process knows best, if it holds it)."""
+        return thread.last_activity if thread else record.last_activity if record else now
+
+    def _past_retention(self, quiet_s: float) -> bool:
+        return self._idle_action == "stop" and quiet_s >= self._idle_timeout_s + self._retain_s
+
+    async def _stop(self, record: SessionRecord, thread: Thread | None) -> bool:
+        """Stop the sandbox but keep it; False if there was none (or it failed: next pass)."""
+        try:
+            if thread is not None:
+                return await thread.session.stop()
+            if record.state != "active" or not record.sandbox_id:
+                return False
+            sandbox = await self._provider.attach(record.sandbox_id)
+            if sandbox is None:  # gone already
+                await self._store.update_session(record.key, sandbox_id=None, state="idle")
+                return False
+            await sandbox.stop()
+            return True
+        except BotError as exc:
+            log.warning("could not stop %s's sandbox: %s", record.key, exc)
+            return False
+
     async def _suspend(self, record: SessionRecord, thread: Thread | None) -> bool:
         if thread is not None and thread.session.sandbox_id is not None:
             await thread.session.suspend()  # the session records its sandbox as gone
@@ -152,9 +214,9 @@ class Lifecycle:
         await self._store.update_session(record.key, sandbox_id=None, state="idle")
         return True
 
-    async def _tell_suspended(self, key: str) -> None:
+    async def _tell_suspended(self, key: str, kept_s: float = 0.0) -> None:
         try:
-            await self._view_for(key)(SandboxSuspended())
+            await self._view_for(key)(SandboxSuspended(kept_s))
         except Exception:
             log.exception("telling %s about its idle teardown failed", key)
 

@@ -2,6 +2,8 @@
 
 The sandbox can be destroyed when the conversation goes quiet and made again later: the
 history and the list of files survive, and the files are fetched again from their source.
+Or it is stopped (by the bot, or by its service after a time without activity) and started
+again on the next question, with its files as they were but none of its processes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from bot.agent.loop import Agent
 from bot.agent.prompt import DataFile, session_context
 from bot.agent.tools import SandboxGetter
 from bot.datacard import CardTap
-from bot.errors import SandboxPathError
+from bot.errors import SandboxGone, SandboxPathError
 from bot.sandbox.base import (
     OUT_DIR,
     REPORT_PATH,
@@ -32,6 +34,7 @@ from bot.sandbox.base import (
 from bot.sessions.events import Outputs
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
+from bot.sessions.notes import STOPPED, fresh_sandbox
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -93,7 +96,7 @@ class Session:
         self._sandboxes_made += 1
         if self._sandboxes_made > 1:
             self._uploads += [self._upload_later(i.file.path, _again(i)) for i in self.intakes]
-            self._notes.append(self._fresh_sandbox_note())
+            self._notes.append(fresh_sandbox(self.files))
 
     def adopt(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
         """Take over a sandbox that already holds these files (after a restart)."""
@@ -188,6 +191,7 @@ class Session:
     ) -> RunFinished | RunFailed:
         async with self._turn_lock:
             self.start()
+            await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
             return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
@@ -207,6 +211,15 @@ class Session:
         """Destroy the sandbox but keep the conversation; the next `start` makes a new one."""
         await self.close()
 
+    async def stop(self) -> bool:
+        """Stop the sandbox but keep it, files and all; the next question starts it again.
+        False if there is no sandbox to stop."""
+        sandbox = await self.sandbox_if_ready()
+        if sandbox is None:
+            return False
+        await sandbox.stop()
+        return True
+
     async def close(self, *, destroy: bool = True) -> None:
         """Destroy the sandbox (or keep it). A creation still under way is waited for, not
         cancelled, so a sandbox that was about to exist is not leaked."""
@@ -220,6 +233,19 @@ class Session:
             await sandbox.destroy()
             if self._on_sandbox is not None:
                 await self._on_sandbox(None)
+
+    async def _wake(self) -> None:
+        """Before a question: a sandbox that was stopped is started again and the model told
+        what survived; one that vanished meanwhile is replaced by a fresh one."""
+        if self.sandbox_id is None:
+            return  # none yet, or still being made
+        assert self._sandbox_task is not None
+        try:
+            if await self._sandbox_task.result().wake():
+                self._notes.append(STOPPED)
+        except SandboxGone:
+            self._sandbox_task = None
+            self.start()  # the files are taken in again, and the model told
 
     def _report_sandbox(self, task: asyncio.Task[Sandbox]) -> None:
         if self._on_sandbox is not None and not task.cancelled() and not task.exception():
@@ -238,15 +264,6 @@ class Session:
                     await asyncio.to_thread(spooled.path.unlink, missing_ok=True)
 
         return asyncio.create_task(upload())
-
-    def _fresh_sandbox_note(self) -> str:
-        names = ", ".join(f.path for f in self.files) or "none"
-        return (
-            "Note: the sandbox was shut down while the conversation was quiet and this is a "
-            "fresh one, with a fresh Python kernel. Anything you made earlier (variables, files "
-            "in /buddy/work, report.md, out/) is gone. The files given to you were taken in "
-            f"again: {names}."
-        )
 
 
 def _base(path: str) -> str:

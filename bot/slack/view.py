@@ -59,6 +59,10 @@ IDLE_NOTE = (
     ":zzz: This thread was quiet, so its sandbox was shut down. Write here again to "
     "pick up where we left off: the files will be loaded again."
 )
+STOPPED_NOTE = (
+    ":zzz: This thread was quiet, so its sandbox was stopped; its files are kept for "
+    "{kept}. Write here again to pick up where we left off."
+)
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
@@ -75,6 +79,12 @@ def _upload(name: str, content: bytes) -> dict[str, object]:
 
 class ChannelGone(BotError):
     """The bot can no longer post in the thread's channel."""
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 3600:
+        return f"{round(seconds / 3600)} hours"
+    return f"{max(1, round(seconds / 60))} minutes"
 
 
 async def ignore(event: SessionEvent) -> None:
@@ -161,8 +171,8 @@ class SlackView:
             case BudgetSpent():
                 await self._release_held()
                 await self._budget_spent(event)
-            case SandboxSuspended():
-                await self._say(IDLE_NOTE)
+            case SandboxSuspended(kept_s=kept_s):
+                await self._say(STOPPED_NOTE.format(kept=_span(kept_s)) if kept_s else IDLE_NOTE)
             case RunFinished():
                 self._finished = event
                 await self._run(event)

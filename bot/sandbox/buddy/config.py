@@ -48,6 +48,7 @@ class BuddyConfig:
     poll_interval_s: float = 0.1
     request_timeout_s: float = REQUEST_TIMEOUT_S  # see retries.request_timeouts
     python_kernel: bool = True  # False: Python runs as a process per call
+    network: bool = False  # model-written code may reach the network (SANDBOX_NETWORK=on)
     kernel_grace_s: float = KERNEL_GRACE_S  # an interrupted cell's time to return
 
     @classmethod
@@ -84,6 +85,7 @@ class BuddyConfig:
             setup_command=settings.sandbox_setup_command or None,
             ready_timeout_s=settings.buddy_ready_timeout_s,
             retry_base_delay_s=settings.buddy_retry_delay_s,
+            network=settings.sandbox_network,
         )
 
 

@@ -45,6 +45,10 @@ class CommandNotFound(SandboxError):
     """Buddy does not know the command (or, it turns out, the sandbox)."""
 
 
+class NotRunning(SandboxUnavailable):
+    """Buddy refused a call because the sandbox is not running (stopped, or starting)."""
+
+
 class StreamInterrupted(SandboxError):
     """A streamed answer (logs, download) broke off after it had started."""
 
@@ -122,7 +126,7 @@ def api_error(
     if status == 400 and scope == "path" and _PATH_MISSING_RE.search(message):
         return path_missing(subject)
     if status == 400 and "not running" in message.lower():
-        return SandboxUnavailable(
+        return NotRunning(
             f"the sandbox is not running{said}; Buddy stops a sandbox after "
             "BUDDY_SANDBOX_TIMEOUT seconds without activity. Try again in a moment."
         )
@@ -140,6 +144,11 @@ def _not_found(
         return CommandNotFound(f"no such command {subject!r} in this sandbox")
     if scope == "path":
         return path_missing(subject)
+    if "snapshot" in said.lower():  # creating from BUDDY_SNAPSHOT
+        return SandboxConfigError(
+            f"Buddy does not know the snapshot BUDDY_SNAPSHOT names{said}. Check "
+            "BUDDY_SNAPSHOT (a snapshot's id, as Buddy lists them), or unset it."
+        )
     where = f"workspace {workspace!r}" + (f" or project {project!r}" if project else "")
     return SandboxConfigError(
         f"Buddy does not know {where}{said}. Check BUDDY_WORKSPACE (the part after "

@@ -30,10 +30,13 @@ INTERRUPT_WAIT_S = 10.0  # how long to wait for the interrupt to be handed over
 SCRIPT_STDERR_BYTES = 4096
 
 
-async def start_kernel(commands: BuddyCommands) -> BuddyKernel:
-    """Start a kernel (the command returns at once: the first cell waits for it)."""
+async def start_kernel(commands: BuddyCommands, *, network: bool) -> BuddyKernel:
+    """Start a kernel (the command returns at once: the first cell waits for it). Without
+    `network` it runs in a network namespace of its own, as every snippet does."""
     folder = f"{KERNEL_ROOT}/{secrets.token_hex(6)}"
-    script = kernel_script(folder, output_bytes=OUTPUT_LIMIT, timeout_s=COMMAND_MAX_S)
+    script = kernel_script(
+        folder, output_bytes=OUTPUT_LIMIT, timeout_s=COMMAND_MAX_S, network=network
+    )
     return BuddyKernel(commands, await commands.start(script), folder)
 
 

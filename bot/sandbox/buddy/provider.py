@@ -3,7 +3,8 @@
 Each sandbox is a Buddy sandbox VM in the configured project, with /buddy/work (uploads/,
 out/) made by its first-boot commands (`scripts`) and the optional repository fetched
 into /buddy/data. Creating and deleting are never resent blindly: when the outcome is
-unknown, the sandbox is looked up before anything else is done.
+unknown, the sandbox is looked up before anything else is done. Waiting for a sandbox,
+starting and stopping it are `power`'s.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 
 from bot.errors import BotError, SandboxError, SandboxGone, SandboxUnavailable
 from bot.sandbox.base import SandboxInfo, SandboxSpec
-from bot.sandbox.buddy.commands import CLEANUP_TIMEOUT_S, MAX_POLL_DELAY_S
+from bot.sandbox.buddy.commands import CLEANUP_TIMEOUT_S
 from bot.sandbox.buddy.config import BuddyConfig
 from bot.sandbox.buddy.errors import OutcomeUnknown
 from bot.sandbox.buddy.http import BuddyHttp
+from bot.sandbox.buddy.power import Power
 from bot.sandbox.buddy.sandbox import BuddySandbox
 from bot.sandbox.buddy.scripts import create_body, is_ours, make_identifier
 from bot.sandbox.buddy.views import booted, parse_timestamp
@@ -27,6 +29,8 @@ from bot.sandbox.buddy.views import booted, parse_timestamp
 log = logging.getLogger(__name__)
 
 LIST_CONCURRENCY = 4
+# A sandbox in one of these can be used, once started again if need be (`BuddySandbox.wake`).
+USABLE = ("RUNNING", "STARTING", "RESTORING", "STOPPING", "STOPPED")
 
 
 class BuddyProvider:
@@ -42,6 +46,7 @@ class BuddyProvider:
             retry_base_delay_s=config.retry_base_delay_s,
             timeout_s=config.request_timeout_s,
         )
+        self.power = Power(self.http, config)
         self._sandboxes: dict[str, BuddySandbox] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -51,7 +56,7 @@ class BuddyProvider:
         identifier = make_identifier(spec.session_key)
         sandbox_id = await self._post_create(identifier, create_body(spec, identifier, self.config))
         try:
-            await self._wait_ready(sandbox_id)
+            await self.power.wait_ready(sandbox_id)
         except BaseException:
             await self.shielded(self._delete_quietly(sandbox_id))
             raise
@@ -60,15 +65,20 @@ class BuddyProvider:
         return sandbox
 
     async def attach(self, sandbox_id: str) -> BuddySandbox | None:
-        """A sandbox made by an earlier process, if it is still running and ready. A stopped
-        one (Buddy's inactivity timeout) counts as gone: its processes are gone anyway."""
+        """A sandbox made by an earlier process, if it still exists and did not fail. A
+        stopped one (Buddy's inactivity timeout, or SESSION_IDLE_ACTION=stop) is not started
+        here: its session does that when it is next asked something (`BuddySandbox.wake`)."""
         if sandbox_id in self._sandboxes:
             return self._sandboxes[sandbox_id]
         try:
-            view = await self._get_sandbox(sandbox_id, "checking a sandbox")
+            view = await self.power.view(sandbox_id, "checking a sandbox")
         except SandboxGone:
             return None
-        if not booted(view):
+        try:
+            booted(view)
+        except SandboxUnavailable:  # its setup or its start failed
+            return None
+        if view.get("status") not in USABLE:
             return None
         sandbox = self._sandboxes[sandbox_id] = BuddySandbox(self, sandbox_id, attached=True)
         return sandbox
@@ -86,7 +96,7 @@ class BuddyProvider:
         async def tagged(sandbox_id: str) -> SandboxInfo | None:
             async with gate:
                 try:
-                    view = await self._get_sandbox(sandbox_id, "reading a sandbox's tags")
+                    view = await self.power.view(sandbox_id, "reading a sandbox's tags")
                 except SandboxGone:
                     return None
             if tag not in (view.get("tags") or []):
@@ -130,7 +140,7 @@ class BuddyProvider:
             pass  # 404: already gone
         except OutcomeUnknown as exc:
             try:
-                await self._get_sandbox(sandbox_id, "checking whether the sandbox was deleted")
+                await self.power.view(sandbox_id, "checking whether the sandbox was deleted")
             except SandboxGone:
                 pass
             else:
@@ -170,32 +180,6 @@ class BuddyProvider:
             await self.shielded(self._remove_identifier(identifier))
             raise
         return sandbox_id
-
-    async def _wait_ready(self, sandbox_id: str) -> None:
-        """Poll until setup SUCCESS and status RUNNING; fail fast on FAILED or STALE."""
-        cfg = self.config
-        view: dict[str, Any] = {}
-        delay = cfg.poll_interval_s
-        try:
-            async with asyncio.timeout(cfg.ready_timeout_s):
-                while True:
-                    view = await self._get_sandbox(sandbox_id, "waiting for the sandbox to start")
-                    if booted(view):
-                        return
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 1.5, MAX_POLL_DELAY_S)
-        except TimeoutError:
-            raise SandboxUnavailable(
-                f"the sandbox was not ready after {cfg.ready_timeout_s:g} s (status "
-                f"{view.get('status', '?')}, setup {view.get('setup_status', '?')}); "
-                "try again, or raise BUDDY_READY_TIMEOUT_S if the setup command is slow."
-            ) from None
-
-    async def _get_sandbox(self, sandbox_id: str, what: str) -> dict[str, Any]:
-        response = await self.http.request(
-            "GET", self.http.sandbox_url(sandbox_id), scope="sandbox", what=what, idempotent=True
-        )
-        return self.http.json_of(response, what)
 
     async def _list(self) -> list[dict[str, Any]]:
         """The project's sandboxes as listed (id views: no tags)."""

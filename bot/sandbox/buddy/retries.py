@@ -4,6 +4,9 @@ Retries follow the official Python SDK: idempotent reads are retried on 5xx, tim
 network errors; 429 is waited out for any request whose body can be sent again; creating a
 sandbox, posting a command, uploading and deleting are never retried blindly. A request
 that could not even connect was never sent, so resending it is always safe.
+
+A 429 is waited out until X-Rate-Limit-Reset (Unix seconds), the header the document says
+Buddy sends and the Go SDK honours; nothing says Buddy sends Retry-After, so it is not read.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from typing import Literal
 
 import httpx
@@ -39,22 +41,17 @@ def request_timeouts(base_s: float = REQUEST_TIMEOUT_S) -> dict[TimeoutKind, htt
 
 
 def retry_delay(headers: Mapping[str, str], fallback: float, *, now: float | None = None) -> float:
-    """Seconds to wait after a 429: `Retry-After` (seconds or an HTTP date), else
-    `X-Rate-Limit-Reset` (Unix seconds), else `fallback`; capped at RATE_LIMIT_MAX_WAIT_S."""
-    headers = httpx.Headers(headers)
+    """Seconds to wait after a 429: until `X-Rate-Limit-Reset`, or `fallback` when there is
+    no such time ahead (none sent, or a reset already past by this machine's clock, where
+    retrying at once could spend every wait in a burst); capped at RATE_LIMIT_MAX_WAIT_S."""
+    reset = httpx.Headers(headers).get("x-rate-limit-reset")
     now = time.time() if now is None else now
-    delay = _header_delay(headers.get("retry-after"), headers.get("x-rate-limit-reset"), now)
-    return min(max(fallback if delay is None else delay, 0.0), RATE_LIMIT_MAX_WAIT_S)
+    delay = _until(reset, now) if reset else None
+    return min(delay if delay is not None and delay > 0 else fallback, RATE_LIMIT_MAX_WAIT_S)
 
 
-def _header_delay(retry_after: str | None, reset: str | None, now: float) -> float | None:
-    if retry_after:
-        with contextlib.suppress(ValueError):
-            return float(retry_after)
-        with contextlib.suppress(TypeError, ValueError, IndexError, OverflowError):
-            return parsedate_to_datetime(retry_after).timestamp() - now
-    if reset:
-        with contextlib.suppress(ValueError):
-            at = float(reset)
-            return (at / 1000 if at > 1e11 else at) - now  # tolerate milliseconds
+def _until(reset: str, now: float) -> float | None:
+    with contextlib.suppress(ValueError):
+        at = float(reset)
+        return (at / 1000 if at > 1e11 else at) - now  # tolerate milliseconds
     return None

@@ -2,14 +2,21 @@
 logs are streamed back (`commands`), Python in the sandbox's kernel, which is reached
 through such commands too (`kernel`); files move through the content, upload and download
 endpoints (`files`). Buddy answers 404 for a missing path or command and for a vanished
-sandbox alike; `_guard` tells them apart.
+sandbox alike; `_guard` tells them apart. A sandbox Buddy stopped for inactivity is started
+again (`wake`): by the session when it is next asked something, or here when a command is
+refused because the sandbox is not running (a refused command did not run, so it is sent
+again). Buddy counts a command's start as activity, not a process that goes on running, so
+while a call runs the sandbox is kept active (`_kept_awake`), or a long cell would be
+stopped mid-way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, Protocol
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 from bot.errors import BotError, SandboxGone, SandboxPathError, SandboxUnavailable
 from bot.sandbox.base import (
@@ -23,13 +30,18 @@ from bot.sandbox.base import (
 )
 from bot.sandbox.buddy.commands import COMMAND_MAX_S, OUTPUT_LIMIT, BuddyCommands
 from bot.sandbox.buddy.config import BuddyConfig
-from bot.sandbox.buddy.errors import GONE_MESSAGE, CommandNotFound
+from bot.sandbox.buddy.errors import GONE_MESSAGE, CommandNotFound, NotRunning
 from bot.sandbox.buddy.files import BuddyFiles
 from bot.sandbox.buddy.http import BuddyHttp
 from bot.sandbox.buddy.kernel import start_kernel
+from bot.sandbox.buddy.power import Power
 from bot.sandbox.buddy.scripts import run_script
 from bot.sandbox.buddy.views import parse_listing
 from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+KEEP_AWAKE = {"command": "true", "runtime": "BASH"}  # a sync exec: not kept in the history
 
 
 class Owner(Protocol):
@@ -37,6 +49,7 @@ class Owner(Protocol):
 
     config: BuddyConfig
     http: BuddyHttp
+    power: Power
 
     async def shielded(self, cleanup: Coroutine[Any, Any, None]) -> None: ...
 
@@ -65,6 +78,7 @@ class BuddySandbox:
         )
         self._destroyed = False
         self._gone = False
+        self._waking = asyncio.Lock()
         self._kernel: KernelRunner | None = None
         if provider.config.python_kernel:
             self._kernel = KernelRunner(
@@ -75,11 +89,14 @@ class BuddySandbox:
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        return await self._awake(lambda: self._run_code(language, code, timeout_s))
+
+    async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         if language == "python" and self._kernel is not None:
-            async with self._guard():
+            async with self._guard(), self._kept_awake():
                 return await self._kernel.run(code, timeout_s)
-        script = run_script(language, code, timeout_s)
-        async with self._guard():
+        script = run_script(language, code, timeout_s, network=self._provider.config.network)
+        async with self._guard(), self._kept_awake():
             command_id = await self._commands.start(script)
             return await self._commands.collect(command_id, timeout_s)
 
@@ -89,9 +106,14 @@ class BuddySandbox:
                 await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
-        script = run_script(language, code, COMMAND_MAX_S)
-        async with self._guard():
-            return await self._commands.start(script)
+        network = self._provider.config.network
+        script = run_script(language, code, COMMAND_MAX_S, network=network)
+
+        async def start() -> str:
+            async with self._guard():
+                return await self._commands.start(script)
+
+        return await self._awake(start)
 
     async def command_state(self, command_id: str) -> CommandState:
         async with self._guard():
@@ -117,6 +139,24 @@ class BuddySandbox:
             contents = await self._files.contents(target, path)
         return parse_listing(contents, target, path)
 
+    async def wake(self) -> bool:
+        """Start the sandbox again if Buddy stopped it; True if it did (files kept,
+        processes gone: the kernel's state is lost, and the next cell says so)."""
+        self._check_usable()
+        async with self._waking, self._guard():
+            woke = await self._provider.power.wake(self.id)
+        if woke and self._kernel is not None:
+            self._kernel.forget(lost=True)
+        return woke
+
+    async def stop(self) -> None:
+        """Stop the sandbox: its files stay, its processes end; `wake` starts it again."""
+        self._check_usable()
+        async with self._waking, self._guard():
+            await self._provider.power.stop(self.id)
+        if self._kernel is not None:
+            self._kernel.forget(lost=True)
+
     async def destroy(self) -> None:
         if self._destroyed:
             return
@@ -132,8 +172,43 @@ class BuddySandbox:
 
     # -- internals --
 
+    async def _awake(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call`, sent once more after starting the sandbox if it was refused as not
+        running (stopped meanwhile for inactivity)."""
+        try:
+            return await call()
+        except NotRunning:
+            if not await self.wake():
+                raise  # it runs after all: the refusal was about something else
+        return await call()
+
+    @contextlib.asynccontextmanager
+    async def _kept_awake(self) -> AsyncIterator[None]:
+        """Run a trivial command every third of Buddy's inactivity timeout meanwhile."""
+        task = asyncio.create_task(self._keep_awake(self._provider.config.timeout_s / 3))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_awake(self, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self._http.request(
+                    "POST",
+                    self._http.sandbox_url(self.id, "exec"),
+                    json=KEEP_AWAKE,
+                    scope="sandbox",
+                    what="keeping the sandbox active",
+                    timing="command",
+                )
+            except BotError as exc:  # the call itself will tell what is wrong
+                log.info("could not keep sandbox %s active: %s", self.id, exc)
+
     async def _start_kernel(self) -> KernelProcess:
-        return await start_kernel(self._commands)
+        return await start_kernel(self._commands, network=self._provider.config.network)
 
     def _check_usable(self) -> None:
         if self._destroyed:

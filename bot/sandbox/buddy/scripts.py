@@ -24,6 +24,7 @@ from bot.sandbox.base import (
     unsupported_language,
 )
 from bot.sandbox.buddy.config import BuddyConfig
+from bot.sandbox.buddy.netns import first_boot_check, offline
 from bot.sandbox.kernel.frames import INTERRUPT, KERNEL_FILES, KERNEL_MAIN, Cell, run_request
 
 OS = "ubuntu:24.04"
@@ -51,11 +52,16 @@ def sandbox_name(session_key: str) -> str:
 
 
 def first_boot_script(
-    *, make_data_dir: bool, clone_url: str | None = None, setup_command: str | None = None
+    *,
+    make_data_dir: bool,
+    clone_url: str | None = None,
+    setup_command: str | None = None,
+    network: bool = False,
 ) -> str:
     """The folders the bot relies on, owned by the user commands run as (`buddy` when this
-    runs as root); sudo only where needed. Then the repository for a snapshot, and the setup.
-    Safe under `set -e`."""
+    runs as root); sudo only where needed. Then the repository for a snapshot, the check
+    that model code can run without network (unless `network`), and the setup. Safe under
+    `set -e`."""
     lines = [
         "u=$(id -un 2>/dev/null || id -u)",
         '[ "$(id -u)" != 0 ] || ! id buddy >/dev/null 2>&1 || u=buddy',
@@ -73,6 +79,8 @@ def first_boot_script(
             f"[ -d {DATA_DIR}/.git ] || git clone --quiet --depth 1 -- {url} {DATA_DIR} "
             f"|| sudo -n git clone --quiet --depth 1 -- {url} {DATA_DIR} || exit 1"
         )
+    if not network:
+        lines += first_boot_check()
     if setup_command:
         lines.append(setup_command)
     return "\n".join(lines)
@@ -91,6 +99,7 @@ def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict
             make_data_dir=not spec.repo_url,
             clone_url=spec.repo_url if from_snapshot else None,
             setup_command=config.setup_command,
+            network=config.network,
         ),
     }
     if from_snapshot:
@@ -111,9 +120,10 @@ def run_script(
     *,
     run_dir: str = RUN_DIR,
     work_dir: str = WORK_DIR,
+    network: bool = False,
     new_token: Callable[[], str] = lambda: secrets.token_hex(8),
 ) -> str:
-    """The BASH command that runs one snippet.
+    """The BASH command that runs one snippet, without network unless `network`.
 
     The snippet travels in a quoted heredoc (no expansion) whose delimiter does not occur in
     the code; it is written to `run_dir`, or under $TMPDIR where that is not writable.
@@ -135,7 +145,7 @@ def run_script(
         f'f="$d/{token}.{extension}"\n'
         + _heredoc('"$f"', code, token)
         + _find_program(language)
-        + _supervised('"$p" "$f"', timeout_s, work_dir, cleanup='rm -f "$f"')
+        + _supervised('"$p" "$f"', timeout_s, work_dir, cleanup='rm -f "$f"', network=network)
     )
 
 
@@ -152,11 +162,12 @@ def kernel_script(
     output_bytes: int,
     timeout_s: float,
     work_dir: str = WORK_DIR,
+    network: bool = False,
     new_token: Callable[[], str] = lambda: secrets.token_hex(8),
 ) -> str:
     """The BASH command that starts a kernel: its files are written to `folder`, then it
-    runs as a snippet does (clean environment, its process group killed on terminate) and
-    serves cells through the FIFO it makes there."""
+    runs as a snippet does (clean environment, no network unless `network`, its process
+    group killed on terminate) and serves cells through the FIFO it makes there."""
     q = shlex.quote
     files = ""
     for name, data in KERNEL_FILES.items():
@@ -171,7 +182,7 @@ def kernel_script(
         f"set -u\nmkdir -p {q(folder)} || exit 1\n"
         + files
         + _find_program("python")
-        + _supervised(command, timeout_s, work_dir, cleanup=":")
+        + _supervised(command, timeout_s, work_dir, cleanup=":", network=network)
     )
 
 
@@ -216,10 +227,14 @@ def _send_to_kernel(request: str) -> str:
     return f"""exec 3<>"$k/in"\nprintf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"""
 
 
-def _supervised(command: str, timeout_s: float, work_dir: str, cleanup: str) -> str:
-    """Run `command` in `work_dir` with a clean environment, killed with its whole process
-    group at `timeout_s` or when the wrapper is terminated; `cleanup` runs either way."""
+def _supervised(
+    command: str, timeout_s: float, work_dir: str, cleanup: str, *, network: bool
+) -> str:
+    """Run `command` in `work_dir` with a clean environment (and no network unless
+    `network`), killed with its whole process group at `timeout_s` or when the wrapper is
+    terminated; `cleanup` runs either way. `unshare` execs the command: same process group."""
     q = shlex.quote
+    command = command if network else offline(command)
     return (
         f"cd {q(work_dir)} || exit 1\n"
         "c=\n"

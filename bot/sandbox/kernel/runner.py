@@ -90,9 +90,11 @@ class KernelRunner:
         """Kill the kernel (the sandbox is going away, or the bot is)."""
         await self._drop()
 
-    def forget(self) -> None:
-        """The sandbox is gone, and its kernel with it."""
+    def forget(self, *, lost: bool = False) -> None:
+        """The kernel's process ended with the sandbox's: it was destroyed, or (`lost`)
+        stopped and started again, so the next cell's result says the state is gone."""
         self._process = None
+        self._stale = self._stale or lost
 
     # -- internals --
 

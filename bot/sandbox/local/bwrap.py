@@ -116,13 +116,22 @@ class Launcher:
     them fails when the provider is made.
     """
 
-    def __init__(self, limits: Limits, sandbox_uid: int | None) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        sandbox_uid: int | None,
+        *,
+        network: bool = False,
+        user_namespaces: bool = False,
+    ) -> None:
         self.bwrap = require_bubblewrap()
         self.prlimit = require_util_linux("prlimit")
         self.setpriv = require_util_linux("setpriv")
         self.uid = pick_uid(sandbox_uid)
         self.limits = limits
-        self._static_args = static_bwrap_args(limits)
+        self._static_args = static_bwrap_args(
+            limits, network=network, user_namespaces=user_namespaces
+        )
 
     async def spawn(
         self,

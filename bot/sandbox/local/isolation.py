@@ -67,10 +67,19 @@ def resolve_interpreter(program: str) -> str | None:
     return found if os.path.realpath(found).startswith(tuple(visible)) else None
 
 
-def static_bwrap_args(limits: Limits) -> list[str]:
-    """bwrap options shared by every container (the per-sandbox binds come after)."""
+def static_bwrap_args(
+    limits: Limits, *, network: bool = False, user_namespaces: bool = False
+) -> list[str]:
+    """bwrap options shared by every container (the per-sandbox binds come after).
+
+    `network` shares the host's network and `user_namespaces` lets code make namespaces of
+    its own: never for the bot's sandboxes; the fake Buddy of the tests uses them to stand
+    for a VM, which has both.
+    """
     args = [
-        *["--unshare-all", "--unshare-user", "--disable-userns"],
+        "--unshare-all",
+        *(["--share-net"] if network else []),
+        *(["--unshare-user"] if user_namespaces else ["--unshare-user", "--disable-userns"]),
         *["--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", "sandbox"],
         *["--die-with-parent", "--new-session"],
         *_system_dir_args(),

@@ -37,8 +37,13 @@ class LocalProvider:
         allowed_git_protocols: tuple[str, ...] = ("https",),
         interpreters: Mapping[str, str] | None = None,
         python_kernel: bool = True,
+        network: bool = False,
+        user_namespaces: bool = False,
     ) -> None:
-        self._launcher = Launcher(limits, sandbox_uid)
+        # network, user_namespaces: see `isolation.static_bwrap_args` (tests only)
+        self._launcher = Launcher(
+            limits, sandbox_uid, network=network, user_namespaces=user_namespaces
+        )
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         if self._launcher.uid is not None:

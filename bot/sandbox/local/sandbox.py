@@ -16,7 +16,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import SandboxError
+from bot.errors import SandboxError, SandboxGone
 from bot.sandbox.base import (
     WORK_DIR,
     CommandState,
@@ -73,6 +73,7 @@ class LocalSandbox:
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
+        self._stopped = False
         folders = [home / "work", home / "data"]
         self._quota = DiskQuota(folders, self._limits.disk_bytes, self.stop_all)
         self._kernel: KernelRunner | None = None
@@ -188,6 +189,22 @@ class LocalSandbox:
         if rc != 0:
             raise file_error("list", path, rc, errors, kind="folder")
         return parse_listing(raw)
+
+    async def stop(self) -> None:
+        """Kill every process; the folder stays. Nothing needs starting again here, but
+        `wake` says once that the processes are gone."""
+        self._check_alive()
+        await self.stop_all()
+        if self._kernel is not None:
+            self._kernel.forget(lost=True)
+        self._stopped = True
+
+    async def wake(self) -> bool:
+        self._check_alive()
+        if not await asyncio.to_thread((self._home / "work").is_dir):  # removed by another bot
+            raise SandboxGone(f"sandbox {self.id} no longer exists")
+        woke, self._stopped = self._stopped, False
+        return woke
 
     async def destroy(self) -> None:
         if self._destroyed:
