@@ -80,6 +80,15 @@ class Settings(BaseSettings):
     max_cost_usd_per_user_day: float = Field(default=25.0, gt=0)
     tool_timeout_s: int = Field(default=120, ge=1, le=3600)
     tool_output_chars: int = Field(default=8_000, ge=500, le=200_000)
+    # /healthz and /metrics; unset: not served. A fixed port, since probes must know it.
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # All interfaces: a load balancer's probes and a scraper reach a container from outside.
+    metrics_host: str = "0.0.0.0"
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _blank_port_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("redis_url")
     @classmethod

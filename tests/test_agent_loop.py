@@ -124,6 +124,7 @@ async def test_refusal_is_terminal_and_its_tool_calls_never_run(sandbox_root: Pa
     async with session_with(script, sandbox_root) as (session, _):
         result = await session.ask("bad", recorder)
         assert isinstance(result, RunFailed) and "declined" in result.reason
+        assert result.cause is None  # a refusal is the model's answer, not a failure
         assert "Not allowed." in result.reason
         assert recorder.started == []
         # The session goes on: a follow-up works and the refused call never ran.
@@ -179,6 +180,7 @@ async def test_persistent_overload_fails_with_a_clear_reason(sandbox_root: Path)
         fake.fail_next(4 * 3, http_error(529))
         result = await session.ask("hi", Recorder())
     assert isinstance(result, RunFailed) and len(fake.requests) == 12
+    assert result.cause == "model"
     assert result.reason == "The model API is overloaded right now; try again in a few minutes."
 
 

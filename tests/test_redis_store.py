@@ -51,6 +51,21 @@ def test_the_cli_prints_that_line_and_exits_2(
     assert err.startswith("Configuration error: REDIS_URL:") and "\n" not in err
 
 
+async def test_ping_fails_while_redis_is_down_and_answers_once_it_is_back() -> None:
+    async with redis_server() as server:
+        store = RedisStore(server.url)
+        await store.open()
+        try:
+            await store.ping()
+            await server.stop()
+            with pytest.raises(StoreError, match="Redis"):
+                await store.ping()
+            await server.start()
+            await store.ping()
+        finally:
+            await store.close()
+
+
 # Settings.
 
 

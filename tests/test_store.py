@@ -450,6 +450,31 @@ async def test_a_closed_store_refuses_calls(new_store: Callable[[], Store]) -> N
         await store.enqueue(session().key, "q", "U1", 1.0)
 
 
+async def test_ping_answers_while_open(new_store: Callable[[], Store]) -> None:
+    store = new_store()
+    with pytest.raises(StoreError):
+        await store.ping()
+    await store.open()
+    await store.ping()
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.ping()
+
+
+async def test_ping_reads_the_sqlite_file(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        other = sqlite3.connect(tmp_path / "store.db")
+        other.execute("ALTER TABLE sessions RENAME TO sessions_gone")
+        other.commit()
+        other.close()
+        with pytest.raises(StoreError, match="no such table"):
+            await store.ping()
+    finally:
+        await store.close()
+
+
 def test_connections_are_set_up_for_durability(tmp_path: Path) -> None:
     conn = connect(tmp_path / "store.db")
     try:

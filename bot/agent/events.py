@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from bot.agent.usage import Usage
 
@@ -57,6 +57,8 @@ class RunFailed:
     turns: int
     usage: Usage
     cost_usd: float | None
+    # model: the model API failed after retries; sandbox: the sandbox failed; None: other
+    cause: Literal["model", "sandbox"] | None = None
 
 
 Event = ToolCallStarted | ToolCallFinished | TextEmitted | ModelTurn | RunFinished | RunFailed

@@ -128,7 +128,7 @@ class Agent:
         try:
             return await self._loop(run, context, reporter)
         except ModelError as exc:
-            failed = RunFailed(str(exc), run.turns, run.usage, run.cost)
+            failed = RunFailed(str(exc), run.turns, run.usage, run.cost, cause="model")
             await reporter(failed)
             return failed
 

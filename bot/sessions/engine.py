@@ -94,6 +94,16 @@ class Engine:
         thread = self._threads.get(key)
         return len(thread.session.intakes) if thread else 0
 
+    @property
+    def runs_in_flight(self) -> int:
+        """Runs going in this process now."""
+        return sum(thread.running for thread in self._threads.values())
+
+    @property
+    def live_sandboxes(self) -> int:
+        """Sandboxes this process's sessions hold: made, and not torn down or let go."""
+        return sum(t.session.sandbox_id is not None for t in self._threads.values())
+
     async def add_file(
         self, key: str, name: str, opener: FileOpener, source: dict[str, Any]
     ) -> DataFile:

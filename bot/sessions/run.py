@@ -17,7 +17,7 @@ from bot.agent.events import (
     ToolCallStarted,
 )
 from bot.agent.usage import Usage
-from bot.errors import BotError
+from bot.errors import BotError, SandboxError
 from bot.sessions.events import SessionEvent, ThreadView
 from bot.sessions.session import Session
 from bot.store.base import Store, ToolCallRecord
@@ -38,7 +38,8 @@ def failure(exc: Exception) -> RunFailed:
         reason = f"{exc} (ref {error_ref(exc, 'run failed')})"
     else:
         reason = f"Something went wrong on my side (ref {error_ref(exc, 'run crashed')})."
-    return RunFailed(reason, 0, Usage(), 0.0)
+    cause = "sandbox" if isinstance(exc, SandboxError) else None
+    return RunFailed(reason, 0, Usage(), 0.0, cause=cause)
 
 
 async def ask_watching_sandbox(

@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -18,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.compose import Runtime, build_coordinator, build_store
 from bot.coord import Coordinator
 from bot.errors import ConfigError
+from bot.monitoring import Health, Metrics, MonitoringServer, SlackErrors, metered
 from bot.sandbox.base import SandboxProvider
 from bot.sessions.engine import Engine
 from bot.sessions.takeover import take_over_forever
@@ -51,15 +53,20 @@ def slack_tokens(settings: Settings) -> tuple[str, str]:
 
 
 def build_client(
-    token: str, api_url: str, session: aiohttp.ClientSession | None = None
+    token: str,
+    api_url: str,
+    session: aiohttp.ClientSession | None = None,
+    watcher: AsyncRetryHandler | None = None,
 ) -> AsyncWebClient:
     """One Web API client; 429s are waited out (Retry-After), dropped connections retried.
-    With `session`, calls reuse its connections instead of opening one each."""
+    With `session`, calls reuse its connections instead of opening one each; `watcher` is
+    asked about every attempt before the handlers that retry (it counts errors)."""
     return AsyncWebClient(
         token=token,
         base_url=api_url,
         session=session,
         retry_handlers=[
+            *([watcher] if watcher else []),
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=4),
         ],
@@ -130,11 +137,12 @@ async def serve(
     `provider` replaces the one the settings describe (benchmarks bring their own)."""
     bot_token, app_token = slack_tokens(settings)
     await check_slack(bot_token, app_token, settings.slack_api_url)
-    store = build_store(settings)
+    metrics = Metrics()
+    store = metered(build_store(settings), metrics)
     await store.open()
     runtime = Runtime.from_settings(settings, provider)
     http = aiohttp.ClientSession()
-    client = build_client(bot_token, settings.slack_api_url, http)
+    client = build_client(bot_token, settings.slack_api_url, http, SlackErrors(metrics))
     poster = SlackPoster(
         client,
         rate_scale=settings.slack_rate_scale,
@@ -147,16 +155,22 @@ async def serve(
         return run.user if run else ""
 
     agent = AgentThreads(poster) if settings.slack_ui == "agent" else None
-    view_for = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
+    shown = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
+    view_for = metrics.observe(shown)  # every event counted on its way to the thread
     engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
+    metrics.watch(engine)
     policy = Policy.from_settings(settings)
     coord = build_coordinator(settings)
     bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
     share_background_work(engine, coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
+    health = Health(store, handler.client.is_connected)
+    monitor = MonitoringServer(metrics, health, settings.metrics_host, settings.metrics_port)
+    metrics.watch_leases(coord)
     takeover: asyncio.Task[None] | None = None
     try:
+        await monitor.start()  # before Slack: /healthz says 503 until connected
         await coord.open(bot.on_routed)
         # Alone, every run in flight was cut by this process's last stop; with replicas, only
         # those whose replica died, which another replica may be taking over right now.
@@ -176,12 +190,16 @@ async def serve(
         await stop.wait()
         log.info("Shutting down")
     finally:
-        await handler.close_async()  # no new events from here on
-        if takeover is not None:
-            takeover.cancel()
-        await sweeper.stop()
-        await bot.shutdown(settings.shutdown_grace_s)
-        await coord.close()  # its threads are free for the other replicas
-        await http.close()
-        await runtime.close()
-        await store.close()
+        health.draining = True  # load balancers stop sending work here first
+        try:
+            await handler.close_async()  # no new events from here on
+            if takeover is not None:
+                takeover.cancel()
+            await sweeper.stop()
+            await bot.shutdown(settings.shutdown_grace_s)
+            await coord.close()  # its threads are free for the other replicas
+            await http.close()
+            await runtime.close()
+            await store.close()
+        finally:
+            await monitor.stop()

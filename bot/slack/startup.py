@@ -7,6 +7,7 @@ traceback. Each becomes one line naming what to fix (`python -m bot` exits with 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 
 import aiohttp
@@ -15,12 +16,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 CHECK_TIMEOUT_S = 15
 BOT_TOKEN_HELP = "the Bot User OAuth Token (xoxb-…) on the app's OAuth & Permissions page"
 APP_TOKEN_HELP = (
     "an app-level token (xapp-…) with the connections:write scope, from the app's "
     "Basic Information page"
 )
+
+
+# Slack busy, not a verdict on the token: the app goes on connecting (and retries there).
+PASSING = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable"})
 
 
 class SlackSetupError(ConfigError):
@@ -43,6 +50,9 @@ async def _call(call: Awaitable[object], api_url: str, setting: str, help_text: 
         await call
     except SlackApiError as exc:
         error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+        if error in PASSING or exc.response.status_code in (429, 500, 502, 503, 504):
+            log.warning("Slack could not check %s now (%s); connecting anyway", setting, error)
+            return
         if not error:  # not Slack's API answering (a wrong URL, a proxy's error page)
             status = exc.response.status_code
             raise SlackSetupError(

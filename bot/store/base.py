@@ -122,6 +122,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    async def ping(self) -> None:
+        """A cheap round trip to the backing store (a health check); raises StoreError when
+        it does not answer."""
+        ...
+
     async def save_session(self, record: SessionRecord) -> None:
         """Insert or replace the session's fields; its history, files and runs are kept."""
         ...

@@ -59,6 +59,10 @@ class RedisStore:
         if client is not None:
             await client.aclose()
 
+    async def ping(self) -> None:
+        with self._errors():
+            await self._db.ping()
+
     async def save_session(self, record: SessionRecord) -> None:
         check(record.state, SESSION_STATES)
         session = self.keys.session(record.key)

@@ -59,6 +59,9 @@ class SqliteStore:
         finally:
             executor.shutdown(wait=False)
 
+    async def ping(self) -> None:
+        await self._read(rows.ping)
+
     async def save_session(self, record: SessionRecord) -> None:
         check(record.state, SESSION_STATES)
         await self._write(rows.save_session, record)

@@ -50,6 +50,14 @@ def save_session(conn: sqlite3.Connection, r: SessionRecord) -> None:
     )
 
 
+def ping(conn: sqlite3.Connection) -> None:
+    """Reads a page of the file, so a file gone bad fails here."""
+    try:
+        conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+    except sqlite3.Error as e:
+        raise StoreError(f"SQLite: {e}") from e
+
+
 def get_session(conn: sqlite3.Connection, key: str) -> SessionRecord | None:
     row = conn.execute(f"{_SELECT_SESSIONS} WHERE key = ?", (key,)).fetchone()
     return SessionRecord(**row) if row else None
