@@ -126,5 +126,9 @@ async def replicas(
             for _ in range(n):
                 await group.start()
             yield group
+        except BaseException:
+            for i in range(len(group.procs)):  # shown by pytest with the failure
+                print(f"--- replica {i} ---\n{group.log(i)}")
+            raise
         finally:
             await group.stop_all()
