@@ -9,6 +9,7 @@ from bot.agent.prompt import DataFile
 from bot.datacard import for_slack
 from bot.slack import render
 from bot.slack.agent_threads import FileNote
+from bot.units import size_text
 
 
 def safe_display(name: str) -> str:
@@ -35,11 +36,3 @@ def file_note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
         "output": output[: render.EXCERPT_MAX],
     }
     return FileNote(text, task)
-
-
-def size_text(size: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")

@@ -21,13 +21,14 @@ from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.sessions.run import error_ref
 from bot.slack import render
 from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
-from bot.slack.file_notes import file_note, intake_note, safe_display, size_text
+from bot.slack.file_notes import file_note, intake_note, safe_display
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
 from bot.slack.poster import GONE, SlackPoster
 from bot.slack.routing import Router
 from bot.slack.threads import ThreadRef
 from bot.store.base import Store, StoreError
+from bot.units import size_text
 
 log = logging.getLogger(__name__)
 

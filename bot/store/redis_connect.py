@@ -7,7 +7,7 @@ import logging
 import re
 from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable host fails the start quickly
 SOCKET_TIMEOUT_S = 30.0  # a stuck server fails a call rather than hanging the bot
+MAX_CONNECTIONS = 64  # per client (the store's, the coordinator's)
 
 
 async def connect(url: str, keys: Keys) -> Redis:
@@ -30,14 +31,19 @@ async def connect(url: str, keys: Keys) -> Redis:
         # that call. RESP2: on RESP3, redis-py 8 turns on maintenance notifications and then
         # no longer checks a pooled connection before use, so after a Redis restart every
         # idle connection would fail its next call instead of reconnecting.
-        client = Redis.from_url(
+        # A blocking pool: at a burst of events (hundreds of threads at once) a call waits
+        # for a free connection instead of failing with "Too many connections".
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=SOCKET_TIMEOUT_S,
             decode_responses=True,
             socket_connect_timeout=CONNECT_TIMEOUT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
             retry=Retry(NoBackoff(), 0),
             protocol=2,
         )
+        client = Redis.from_pool(pool)  # closing the client closes its pool
     except ValueError as exc:
         raise StoreConfigError(unreachable(url, exc)) from None
     try:

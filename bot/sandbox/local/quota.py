@@ -20,6 +20,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from bot.units import size_text
+
 POLL_S, MAX_POLL_S = 0.02, 1.0  # between two measurements
 FASTEST_WRITE = 2 << 30  # bytes a second a writer may manage (page cache): far from the
 # quota the watcher looks seldom, close to it every POLL_S
@@ -105,11 +107,3 @@ def _pause(room: int, walk_s: float) -> float:
     """Till the next look: the time the fastest writer needs to fill `room`, within bounds
     (and never less than twice a walk, for folders with many files)."""
     return max(min(MAX_POLL_S, room / FASTEST_WRITE), POLL_S, 2 * walk_s)
-
-
-def size_text(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")

@@ -41,9 +41,10 @@ from bot.sandbox.local.fileops import (
 from bot.sandbox.local.folders import remove_tree
 from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
-from bot.sandbox.local.quota import DiskQuota, over_quota_note, size_text
+from bot.sandbox.local.quota import DiskQuota, over_quota_note
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
+from bot.units import size_text
 
 FILE_OP_TIMEOUT_S = 60.0  # listing, and the longest wait for the next chunk of a download
 TOOL_STDERR_BYTES = 4096
