@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import time
 from pathlib import Path
@@ -44,11 +45,13 @@ from tests.support import buddy_settings
 BATCH_TIMEOUT_S = 300.0
 
 
-async def commands(url: str) -> int:
+async def redis_counts(url: str) -> tuple[int, float]:
+    """Commands Redis has run, and the CPU seconds it has used."""
     client = Redis.from_url(url, decode_responses=True)
     try:
-        stats = await client.info("commandstats")
-        return sum(int(v["calls"]) for v in stats.values())
+        stats, cpu = await client.info("commandstats"), await client.info("cpu")
+        calls = sum(int(v["calls"]) for v in stats.values())
+        return calls, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
     finally:
         await client.aclose()
 
@@ -73,7 +76,9 @@ async def _throughput(
         watcher = Watcher(h.slack.calls)
         await h.slack.post_user_message(channel_of(0), "question 0", mention=True)
         await watcher.until(lambda: 0 in watcher.answered, 30)  # warm-up
-        before = await commands(redis_url)
+        before = await redis_counts(redis_url)
+        bots_cpu = [(await bot.ask("cpu"))[1] for bot in bots]
+        fakes_cpu = time.process_time()
         begin = time.monotonic()
         for i in range(1, threads + 1):
             await h.slack.post_user_message(channel_of(i), f"question {i}", mention=True)
@@ -81,9 +86,13 @@ async def _throughput(
         await watcher.until(lambda: everyone <= watcher.answered.keys(), BATCH_TIMEOUT_S)
         done = {i: at for i, at in watcher.answered.items() if i in everyone}
         end = max(done.values(), default=begin)
+        fakes_cpu = time.process_time() - fakes_cpu
+        bots_cpu = [
+            (await bot.ask("cpu"))[1] - cpu for bot, cpu in zip(bots, bots_cpu, strict=True)
+        ]
         lags = [await bot.ask("lag", begin, end) for bot in bots]
+        after = await redis_counts(redis_url)
         await watcher.until(lambda: everyone <= watcher.finished.keys(), 60)
-        used = await commands(redis_url) - before
     finally:
         for bot in bots:
             await bot.stop()
@@ -93,7 +102,8 @@ async def _throughput(
         "wall_s": wall,
         "ratio": IDEAL_S / wall if wall else 0.0,
         "lag_p99_ms": [percentile(lag, 0.99) * 1000 for lag in lags],
-        "redis_per_question": used / max(len(done), 1),
+        "redis_per_question": (after[0] - before[0]) / max(len(done), 1),
+        "cpu": {"replicas": sum(bots_cpu), "fakes": fakes_cpu, "redis": after[1] - before[1]},
     }
 
 
@@ -153,6 +163,13 @@ async def main() -> None:
                 f"   {n} replica(s): {result['done']} answered in {result['wall_s']:.2f} s "
                 f"({result['ratio']:.0%} of ideal); loop lag p99 per replica: {lags} ms; "
                 f"Redis commands per question: {result['redis_per_question']:.0f}"
+            )
+            cpu = result["cpu"]
+            total = sum(cpu.values())  # type: ignore[attr-defined]
+            print(
+                f"      CPU seconds while it ran: replicas {cpu['replicas']:.2f}, fakes "  # type: ignore[index]
+                f"{cpu['fakes']:.2f}, redis {cpu['redis']:.2f}; {total:.2f} in all, "  # type: ignore[index]
+                f"{total / result['wall_s']:.2f} cores busy of {os.cpu_count()}"  # type: ignore[operator]
             )
         print(f"2. {args.rounds} rounds, a random replica killed at a random moment")
         outcome = await kills(args.rounds, root / "kills")
