@@ -80,8 +80,13 @@ async def _throughput(
         bots_cpu = [(await bot.ask("cpu"))[1] for bot in bots]
         fakes_cpu = time.process_time()
         begin = time.monotonic()
-        for i in range(1, threads + 1):
-            await h.slack.post_user_message(channel_of(i), f"question {i}", mention=True)
+        await asyncio.gather(
+            *(
+                h.slack.post_user_message(channel_of(i), f"question {i}", mention=True)
+                for i in range(1, threads + 1)
+            )
+        )
+        pushed = time.monotonic() - begin
         everyone = set(range(1, threads + 1))
         await watcher.until(lambda: everyone <= watcher.answered.keys(), BATCH_TIMEOUT_S)
         done = {i: at for i, at in watcher.answered.items() if i in everyone}
@@ -100,6 +105,7 @@ async def _throughput(
     return {
         "done": len(done),
         "wall_s": wall,
+        "push_s": pushed,
         "ratio": IDEAL_S / wall if wall else 0.0,
         "lag_p99_ms": [percentile(lag, 0.99) * 1000 for lag in lags],
         "redis_per_question": (after[0] - before[0]) / max(len(done), 1),
@@ -161,6 +167,7 @@ async def main() -> None:
             lags = ", ".join(f"{lag:.0f}" for lag in result["lag_p99_ms"])  # type: ignore[attr-defined]
             print(
                 f"   {n} replica(s): {result['done']} answered in {result['wall_s']:.2f} s "
+                f"(pushing the events took {result['push_s']:.2f} s) "
                 f"({result['ratio']:.0%} of ideal); loop lag p99 per replica: {lags} ms; "
                 f"Redis commands per question: {result['redis_per_question']:.0f}"
             )
@@ -171,6 +178,8 @@ async def main() -> None:
                 f"{cpu['fakes']:.2f}, redis {cpu['redis']:.2f}; {total:.2f} in all, "  # type: ignore[index]
                 f"{total / result['wall_s']:.2f} cores busy of {os.cpu_count()}"  # type: ignore[operator]
             )
+        if not args.rounds:
+            return
         print(f"2. {args.rounds} rounds, a random replica killed at a random moment")
         outcome = await kills(args.rounds, root / "kills")
         print(
