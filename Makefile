@@ -55,6 +55,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.datacard
 	$(BIN)/python -m bench.card_turns
 	$(BIN)/python -m bench.concurrency
+	$(BIN)/python -m bench.replicas
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
