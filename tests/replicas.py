@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bot.store.redis_store import RedisStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.redis_server import RedisServer, redis_server
 from tests.slack_harness import Harness, fake_world
@@ -80,6 +81,18 @@ class Replicas:
         )
         assert proc.returncode is None, self.log(index)
         return index
+
+    async def idle(self, timeout: float = 30) -> None:
+        """Until no run is in flight in the shared store (each one's end recorded)."""
+        store = RedisStore(self.redis.url)
+        await store.open()
+        try:
+            deadline = asyncio.get_running_loop().time() + timeout
+            while await store.runs_in_flight():
+                assert asyncio.get_running_loop().time() < deadline, "runs still in flight"
+                await asyncio.sleep(0.05)
+        finally:
+            await store.close()
 
     async def kill(self, index: int) -> None:
         """A crash: no clean-up at all."""

@@ -16,23 +16,23 @@ INTERRUPTED = "The bot restarted while working on this thread"
 
 async def ask(r: Replicas, thread: str, words: str, *, to: int | None = None) -> int:
     """A follow-up in the thread; returns the connection its event went to."""
-    r.h.slack.next_connection = to
-    before = len(r.h.slack.envelopes)
-    await r.h.slack.post_user_message(CHANNEL, words, thread_ts=thread)
-    envelope = r.h.slack.envelopes[before]["envelope_id"]
-    return r.h.slack.connection_of(envelope)  # type: ignore[return-value]
+    message = await r.h.slack.post_user_message(CHANNEL, words, thread_ts=thread, connection=to)
+    return delivered(r, message["ts"], "message")
 
 
 async def mention(r: Replicas, words: str) -> tuple[str, int]:
     """A new thread; returns it and the connection its app_mention went to (its owner)."""
-    before = len(r.h.slack.envelopes)
-    r.h.slack.next_connection = None
     message = await r.h.slack.post_user_message(CHANNEL, words, mention=True)
-    mentions = [
-        e for e in r.h.slack.envelopes[before:] if e["payload"]["event"]["type"] == "app_mention"
-    ]
-    owner = r.h.slack.connection_of(mentions[0]["envelope_id"])
-    return message["ts"], owner  # type: ignore[return-value]
+    return message["ts"], delivered(r, message["ts"], "app_mention")
+
+
+def delivered(r: Replicas, ts: str, kind: str) -> int:
+    """The connection the `kind` event of the user's message `ts` went to."""
+    for envelope in r.h.slack.envelopes:
+        event = envelope.get("payload", {}).get("event", {})
+        if event.get("type") == kind and event.get("ts") == ts and not event.get("bot_id"):
+            return r.h.slack.connection_of(envelope["envelope_id"])  # type: ignore[return-value]
+    raise AssertionError(f"no {kind} event for {ts}")
 
 
 async def test_follow_ups_on_either_replica_keep_the_thread(
@@ -64,8 +64,9 @@ async def test_a_redelivery_on_the_other_replica_is_ignored(
         }  # fmt: skip
         r.h.slack.add_user_message(CHANNEL, event["text"])  # the thread's parent exists
         for attempt, connection in enumerate((0, 1, 0)):
-            r.h.slack.next_connection = connection
-            await r.h.slack.push_event(event, event_id="Ev0TWICE", retry_attempt=attempt)
+            await r.h.slack.push_event(
+                event, event_id="Ev0TWICE", retry_attempt=attempt, connection=connection
+            )
         await r.h.slack.wait_for(lambda: answers(r, event["ts"]) != [], 30)
         # a later follow-up's answer comes after anything the redeliveries could start
         await ask(r, event["ts"], "and?")
@@ -83,8 +84,7 @@ async def test_stop_clicked_on_the_replica_not_running_the_run(
         thread, owner = await mention(r, "slow")
         await r.h.wait_for_text(thread, "Step 1", timeout=30)
         status = next(m for m in r.h.bot_messages(thread) if "Working on it" in m.get("text", ""))
-        r.h.slack.next_connection = 1 - owner
-        await r.h.slack.click_button(status, "stop_run", user="U0HUMAN02")
+        await r.h.slack.click_button(status, "stop_run", user="U0HUMAN02", connection=1 - owner)
         await r.h.wait_for_text(thread, "Stopped by <@U0HUMAN02>", timeout=30)
 
     assert answers(r, thread) == []
@@ -108,8 +108,7 @@ async def test_sigkill_mid_run_then_the_survivor_takes_over(
     async with replicas(script, sandbox_root, monkeypatch) as r:
         thread, owner = await mention(r, "note before")
         await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
-        r.h.slack.next_connection = owner
-        await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread)
+        await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread, connection=owner)
         await r.h.slack.wait_for(lambda: r.h.texts(thread).count("Step") >= 2, 30)
         await r.kill(owner)
         await r.h.wait_for_text(thread, INTERRUPTED, timeout=45)
@@ -158,3 +157,21 @@ async def test_redis_unreachable_at_start(sandbox_root: Path, monkeypatch) -> No
     lines = [line for line in (out + err).decode().splitlines() if line.strip()]
     assert proc.returncode == 2
     assert len(lines) == 1 and "REDIS_URL" in lines[0], lines
+
+
+async def test_a_dead_idle_owner_is_taken_over_at_the_next_message(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch) as r:
+        thread, owner = await mention(r, "note idle")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
+        await r.idle()
+        await r.kill(owner)  # nothing running: its lease has not lapsed yet
+        survivor = 1 - owner
+        await ask(r, thread, "read", to=survivor)
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+        taken_over = "is gone; taken over here" in r.log(survivor)
+
+    assert taken_over  # at once, not after the dead owner's lease lapsed
+    assert "note idle" in answers(r, thread)[-1]
+    assert INTERRUPTED not in r.h.texts(thread)

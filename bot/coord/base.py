@@ -33,6 +33,10 @@ class Coordinator(Protocol):
 
     async def release(self, key: str) -> None: ...
 
+    async def take_from(self, key: str, owner: str) -> bool:
+        """Take the thread's lease from `owner`, which no longer listens (it died and its
+        lease has not lapsed yet); False if the lease has moved on meanwhile."""
+
     async def owner(self, key: str) -> str | None: ...
 
     async def send(self, replica: str, message: dict[str, Any]) -> bool:
@@ -87,6 +91,9 @@ class LocalCoordinator:
 
     async def release(self, key: str) -> None:
         self._held.discard(key)
+
+    async def take_from(self, key: str, owner: str) -> bool:
+        return False  # nobody to take from
 
     async def owner(self, key: str) -> str | None:
         return self.replica if key in self._held else None

@@ -26,6 +26,7 @@ RENEW_S = 5.0
 SEEN_S = 3600  # Slack redelivers within minutes
 # Renew or drop a lease only while it is still ours.
 RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"  # noqa: E501
+TAKE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) end return false"  # noqa: E501
 DROP = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
@@ -78,6 +79,13 @@ class RedisCoordinator:
         lease = self._lease("thread", key)
         self._held.discard(lease)
         await self._r.eval(DROP, 1, lease, self.replica)
+
+    async def take_from(self, key: str, owner: str) -> bool:
+        lease = self._lease("thread", key)
+        if await self._r.eval(TAKE, 1, lease, owner, self.replica, LEASE_MS):
+            self._held.add(lease)
+            return True
+        return False
 
     async def owner(self, key: str) -> str | None:
         holder = await self._r.get(self._lease("thread", key))

@@ -124,6 +124,16 @@ class Engine:
         if thread is not None:
             await thread.session.close(destroy=destroy)
 
+    async def adopt(self, key: str) -> None:
+        """This process just took the thread over (with replicas: its lease was free, or
+        its owner died): any copy held here is stale, and a run the store still has in
+        flight was cut by its dead owner, so it is ended as interrupted and the thread told."""
+        await self.close(key, destroy=False)
+        for run in await self._store.runs_in_flight():
+            if run.key == key:
+                await self._store.end_run(run.run_id, "interrupted", self._clock())
+                await self._view_for(key)(RunInterrupted("restart"))
+
     # -- runs --
 
     async def ask(

@@ -63,7 +63,7 @@ class SlackBot:
         self.poster = poster
         self.files = files
         self.coord = coord or LocalCoordinator()
-        self.router = Router(self.coord, lambda key: engine.close(key, destroy=False))
+        self.router = Router(self.coord, engine.adopt)
         self._prompted: set[str] = set()  # DMs whose Messages tab has its prompts
         self._tasks: set[asyncio.Task[None]] = set()
 

@@ -165,7 +165,6 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.cdn = FakeCdn() if cdn else None  # url_private_download redirects there
         self.connect_wait_s = connect_wait_s  # how long a push waits for a socket
         self.spread_events = spread_events  # envelopes to random connections (replicas)
-        self.next_connection: int | None = None
         self.delivered_to: dict[str, int] = {}
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)

@@ -40,7 +40,6 @@ class SocketMode:
     base_url: str
     connect_wait_s: float
     spread_events: bool  # each envelope to a random connection, as Slack does with several
-    next_connection: int | None  # the next envelope goes there (a test's choice)
     delivered_to: dict[str, int]  # envelope id -> connection it went to
     connections: int
     acks: list[Json]
@@ -147,28 +146,26 @@ class SocketMode:
     def _live_sockets(self) -> list[_Socket]:
         return [s for s in self._sockets if not s.retired and not s.ws.closed]
 
-    async def _wait_for_socket(self) -> _Socket:
+    async def _wait_for_socket(self, connection: int | None = None) -> _Socket:
         try:
             await self.wait_for(self._live_sockets, self.connect_wait_s)
         except TimeoutError:
             raise TimeoutError(f"no Socket Mode connection within {self.connect_wait_s}s") from None
         live = self._live_sockets()
-        if self.next_connection is not None:  # a test's pick, by order of connecting
-            chosen, self.next_connection = self._sockets[self.next_connection], None
-            if chosen in live:
-                return chosen
+        if connection is not None and self._sockets[connection] in live:
+            return self._sockets[connection]  # a test's pick, by order of connecting
         return random.choice(live) if self.spread_events else live[-1]
 
     def connection_of(self, envelope_id: str) -> int | None:
         """Which connection (by order of connecting, from 0) an envelope went to."""
         return self.delivered_to.get(envelope_id)
 
-    async def _send_envelope(self, envelope: Json) -> str:
+    async def _send_envelope(self, envelope: Json, connection: int | None = None) -> str:
         """Send on the newest open socket (or a random one with `spread_events`), waiting for
         one if the bot is reconnecting."""
         frame = json.dumps(envelope)
         while True:
-            sock = await self._wait_for_socket()
+            sock = await self._wait_for_socket(connection)
             try:
                 async with sock.lock:
                     self._sent[str(envelope["envelope_id"])] = envelope

@@ -90,13 +90,15 @@ class UserActions:
         thread_ts: str | None = None,
         files: Iterable[Json] = (),
         mention: bool = False,
+        connection: int | None = None,
     ) -> Message:
         """Store a user's message and push the events Slack would push for it.
 
         A ``message`` event always (subtype ``file_share`` with files), and with
         ``mention`` (the text gets a ``<@bot>`` prefix) also an ``app_mention`` event;
         Slack sends no ``app_mention`` in DMs, and no event at all from a conversation the
-        bot is not in.
+        bot is not in. `connection`: the Socket Mode connection (by order of connecting)
+        its events go to, else Slack's choice.
         """
         if mention:
             text = f"<@{self.bot_user_id}> {text}"
@@ -104,14 +106,19 @@ class UserActions:
         if channel not in self.membership:
             return message
         event = self._as_event(message, subtype="file_share" if "files" in message else None)
-        await self.push_event(event)
+        await self.push_event(event, connection=connection)
         if mention and channel_type(channel) != "im":
             mention_event = {k: v for k, v in event.items() if k not in ("subtype", "channel_type")}
-            await self.push_event({**mention_event, "type": "app_mention"})
+            await self.push_event({**mention_event, "type": "app_mention"}, connection=connection)
         return message
 
     async def push_event(
-        self, event: Json, *, event_id: str | None = None, retry_attempt: int = 0
+        self,
+        event: Json,
+        *,
+        event_id: str | None = None,
+        retry_attempt: int = 0,
+        connection: int | None = None,
     ) -> str:
         """Push an ``events_api`` envelope; returns its envelope_id.
 
@@ -130,7 +137,7 @@ class UserActions:
         envelope.update(
             retry_attempt=retry_attempt, retry_reason="timeout" if retry_attempt else ""
         )
-        return await self._send_envelope(envelope)
+        return await self._send_envelope(envelope, connection)
 
     async def slash_command(
         self, command: str, text: str, *, channel: str = "C0CHAN001", user: str = "U0HUMAN01"
@@ -155,7 +162,13 @@ class UserActions:
         return await self._send_envelope(envelope)
 
     async def click_button(
-        self, message: Json, action_id: str, *, user: str = "U0HUMAN01", value: str | None = None
+        self,
+        message: Json,
+        action_id: str,
+        *,
+        user: str = "U0HUMAN01",
+        value: str | None = None,
+        connection: int | None = None,
     ) -> str:
         """Push an ``interactive`` block_actions envelope for a button in ``message``.
 
@@ -196,7 +209,7 @@ class UserActions:
             "actions": [action],
         }
         envelope = self._envelope("interactive", payload, accepts_response_payload=False)
-        return await self._send_envelope(envelope)
+        return await self._send_envelope(envelope, connection)
 
     def _remember_pushed_message(self, event: Json) -> None:
         """A raw pushed user message joins the store, so the bot can reply or react to it."""
