@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Socket:
     ws: web.WebSocketResponse
+    index: int  # which connection this is, by order of connecting (from 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     retired: bool = False  # sent a `disconnect`; no more envelopes go here
 
@@ -99,7 +100,7 @@ class SocketMode:
             "connection_info": {"app_id": self.app_id},
         }
         await ws.send_str(json.dumps(hello))
-        sock = _Socket(ws)
+        sock = _Socket(ws, self.connections)
         self._sockets.append(sock)
         self.connections += 1
         try:
@@ -152,8 +153,9 @@ class SocketMode:
         except TimeoutError:
             raise TimeoutError(f"no Socket Mode connection within {self.connect_wait_s}s") from None
         live = self._live_sockets()
-        if connection is not None and self._sockets[connection] in live:
-            return self._sockets[connection]  # a test's pick, by order of connecting
+        chosen = [s for s in live if s.index == connection]
+        if chosen:
+            return chosen[0]  # a test's pick, by order of connecting
         return random.choice(live) if self.spread_events else live[-1]
 
     def connection_of(self, envelope_id: str) -> int | None:
@@ -171,7 +173,7 @@ class SocketMode:
                     self._sent[str(envelope["envelope_id"])] = envelope
                     self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
                     await sock.ws.send_str(frame)
-                    self.delivered_to[str(envelope["envelope_id"])] = self._sockets.index(sock)
+                    self.delivered_to[str(envelope["envelope_id"])] = sock.index
             except ConnectionError:
                 sock.retired = True  # it died under us; try the next one
                 continue
