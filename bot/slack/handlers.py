@@ -226,7 +226,7 @@ class SlackBot:
             loading = [f"Reading {name}…" for name in names[:10]] or ["Reading the question…"]
             if await self.agent.set_status(ref, loading):
                 return True
-        await self.poster.react(ref.channel, event["ts"], "eyes")
+        self.poster.react(ref.channel, event["ts"], "eyes")
         return False
 
     async def _title(self, ref: ThreadRef, question: str) -> None:

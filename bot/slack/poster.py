@@ -47,6 +47,7 @@ class SlackPoster:
         self.scrub = scrubber
         self.pacer = Pacer(rate_scale)
         self._replied: dict[tuple[str, str], float] = {}  # thread -> its last reply from us
+        self._background: set[asyncio.Task[None]] = set()  # reactions on their way
         self._pending: dict[str, _Edit] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
 
@@ -85,7 +86,14 @@ class SlackPoster:
         while tasks := [t for ts, t in self._flushers.items() if ts in messages and not t.done()]:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def react(self, channel: str, ts: str, name: str) -> None:
+    def react(self, channel: str, ts: str, name: str) -> None:
+        """Add a reaction soon, in the background: reactions share a workspace-wide tier (50
+        a minute), and a question must not wait for its :eyes: before its run starts."""
+        task = asyncio.create_task(self._react(channel, ts, name))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _react(self, channel: str, ts: str, name: str) -> None:
         await self.pacer.take("reactions.add")
         try:
             await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
