@@ -15,7 +15,7 @@ fault to inject::
         client = api.client()
         ...
 
-It is as strict as the reference doc (/work/shared/docs/anthropic-messages-api.md) where
+It is as strict as the Messages API reference (anthropic-messages-api.md) where
 that doc is clear: request validation (``anthropic_validation``), per-model rules
 (``anthropic_rules``), signed thinking blocks that must come back unchanged
 (``anthropic_history``) and a prompt cache that matches prefixes byte for byte

@@ -1,6 +1,6 @@
 """The models the fake knows, and the per-model rules the reference doc lists.
 
-Reference: /work/shared/docs/anthropic-messages-api.md (sections cited per constant).
+Reference: the Messages API reference, anthropic-messages-api.md (sections cited per constant).
 """
 
 from __future__ import annotations

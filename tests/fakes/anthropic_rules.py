@@ -1,6 +1,6 @@
 """Rules that depend on the model or span the whole request: unknown models, thinking modes,
 forced tool choice, cache breakpoints and the request size. Each cites the section of the
-reference doc (/work/shared/docs/anthropic-messages-api.md) it follows."""
+Messages API reference (anthropic-messages-api.md) it follows."""
 
 from __future__ import annotations
 
