@@ -176,7 +176,7 @@ async def serve(
         # those whose replica died, which another replica may be taking over right now.
         interrupted = [] if settings.redis_url else await engine.lifecycle.restore()
         if settings.redis_url:
-            takeover = asyncio.create_task(take_over_forever(store, coord, view_for))
+            takeover = asyncio.create_task(take_over_forever(store, coord, engine.adopt))
         if settings.orphan_cleanup:
             sweeper.start()
         engine.lifecycle.start_reaper()
