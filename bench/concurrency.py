@@ -119,7 +119,7 @@ class SleepySandbox:
     async def start_command(self, language: Language, code: str) -> str:
         raise SandboxError("detached commands are not part of this benchmark")
 
-    async def command_state(self, command_id: str) -> CommandState:
+    async def command_state(self, command_id: str, wait_s: float = 0.0) -> CommandState:
         raise SandboxError(f"no command {command_id}")
 
     async def kill_command(self, command_id: str) -> None:

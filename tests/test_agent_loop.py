@@ -246,10 +246,8 @@ async def test_detached_command_then_check(sandbox_root: Path) -> None:
                 return Reply([run_python(code, detached=True)])
             case 1:
                 command_id = req.tool_results()[0].text.split("as ")[1].split(";")[0]
-                code = "import time; time.sleep(1.5)"
-                return Reply(
-                    [run_python(code), tool_use("check_command", {"command_id": command_id})]
-                )
+                # No sleep first: check_command waits for the command to end.
+                return Reply([tool_use("check_command", {"command_id": command_id})])
             case _:
                 return Reply([text(req.tool_results()[-1].text)])
 

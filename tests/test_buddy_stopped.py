@@ -125,6 +125,36 @@ async def test_a_call_longer_than_the_inactivity_timeout_is_not_stopped(fake: Fa
         await sandbox.destroy()
 
 
+async def test_waiting_on_a_detached_command_keeps_the_sandbox_active(fake: FakeBuddy) -> None:
+    """A wait longer than the inactivity timeout: the sandbox is kept active meanwhile, the
+    wait is one followed log (not a poll a second), and it returns as the command ends."""
+    async with provider_for(fake, timeout_s=1) as provider:
+        sandbox = await provider.create(SandboxSpec("s1"))
+        command_id = await sandbox.start_command("bash", "sleep 2.5; echo done")
+        mark = len(fake.requests)
+        state = await sandbox.command_state(command_id, wait_s=60)
+        assert not state.running
+        assert (state.result.status, state.result.stdout.text) == ("ok", "done\n")
+        assert "STOPPING" not in [status for _, status, _ in fake.sandboxes[sandbox.id].history]
+        during = fake.requests[mark:]
+        assert {r.json["command"] for r in during if r.path.endswith("/exec")} == {"true"}
+        reads = [r for r in during if r.method == "GET" and command_id in r.path]
+        before_the_end = [(r.path, r.query) for r in reads if r.at < reads[0].at + 2.0]
+        assert before_the_end == [(f"{reads[0].path}", {"follow": "true"})]
+        await sandbox.destroy()
+
+
+async def test_a_wait_on_buddy_ends_after_wait_s_with_the_output_so_far(
+    fake: FakeBuddy, provider: BuddyProvider
+) -> None:
+    sandbox = await provider.create(SandboxSpec("s1"))
+    command_id = await sandbox.start_command("bash", "echo begin; sleep 1000")
+    state = await sandbox.command_state(command_id, wait_s=1)
+    assert state.running and state.result.stdout.text == "begin\n"
+    await sandbox.kill_command(command_id)
+    await sandbox.destroy()
+
+
 async def test_attach_keeps_a_stopped_sandbox_without_starting_it(
     fake: FakeBuddy, provider: BuddyProvider
 ) -> None:

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFinished
+from bot.agent.events import RunFinished, ToolCallStarted
 from bot.compose import Runtime
 from bot.sessions.engine import Engine
 from bot.sessions.events import BudgetSpent, RunStarted, RunStopped, SessionEvent
@@ -99,6 +99,27 @@ async def test_stop_by_run_id_is_recorded_with_who_pressed_it(sandbox_root: Path
         assert not await engine.stop(started.run_id, "U8")  # already ended
     assert run is not None and run.outcome == "stopped" and run.stopped_by == "U9"
     assert [e.by for e in views.of(RunStopped)] == ["U9"]
+
+
+async def test_stop_ends_a_wait_on_a_detached_command_at_once(sandbox_root: Path) -> None:
+    def script(req):
+        if req.turn == 0:
+            code = {"language": "bash", "code": "sleep 1000", "detached": True}
+            return Reply([tool_use("run_code", code)])
+        if req.turn == 1:
+            started = req.tool_results()[0].text.split("as ")[1].split(";")[0]
+            return Reply([tool_use("check_command", {"command_id": started, "wait_s": 600})])
+        return Reply([text("should not get here")])
+
+    async with engine_on(script, sandbox_root) as (engine, views, _, fake):
+        done = await engine.ask(KEY, "wait", user="U1")
+        started = await views.wait_for(RunStarted)
+        async with asyncio.timeout(10):
+            while len(views.of(ToolCallStarted)) < 2:  # noqa: ASYNC110 - events from the engine
+                await asyncio.sleep(0.01)
+        assert await engine.stop(started.run_id, "U1")
+        assert await asyncio.wait_for(done, 10) is None
+    assert len(fake.requests) == 2  # the wait held the model back: no turn per poll
 
 
 async def test_budgets_and_continue_allowances_live_in_the_store(sandbox_root: Path) -> None:

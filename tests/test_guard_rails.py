@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import time
 from pathlib import Path
 
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
@@ -135,6 +136,20 @@ async def test_hostile_files_and_messages(sandbox_root: Path, monkeypatch) -> No
     assert "*wide.csv* · CSV · 1 row × 100,000 columns" in texts
     uploads = [p.name for p in sandbox_root.glob("lcl-*/work/uploads/*")]
     assert len(uploads) == 4 and all("/" not in u and "\x00" not in u for u in uploads)
+
+
+async def test_an_empty_mention_makes_no_sandbox(sandbox_root: Path, monkeypatch) -> None:
+    """`@bot` alone is asked what to find out, and costs no (billed) Buddy sandbox; the
+    answer to that, in the thread without a mention, is the work that makes one."""
+    async with running_bot("buddy", echo, sandbox_root, monkeypatch) as h:
+        assert h.buddy is not None
+        empty = await h.slack.post_user_message(CHANNEL, "", mention=True)
+        await h.wait_for_text(empty["ts"], "What would you like me to find out?")
+        asked_at = time.time()
+        await h.slack.post_user_message(CHANNEL, "how many rows?", thread_ts=empty["ts"])
+        await h.wait_for_text(empty["ts"], "answer to: how many rows?")
+        made = h.buddy.requests_to("POST", r"/sandboxes$")
+    assert len(made) == 1 and made[0].at >= asked_at  # made for the question, not before
 
 
 async def test_login_page_instead_of_a_file(sandbox_root: Path, monkeypatch) -> None:

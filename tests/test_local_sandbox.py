@@ -332,6 +332,31 @@ async def test_detached_command_runs_in_background_and_finishes(local_sandbox: L
     assert state.result.stdout.text == "begin\nend\n"
 
 
+async def test_waiting_on_a_detached_command_returns_when_it_ends(
+    local_sandbox: LocalSandbox,
+) -> None:
+    command_id = await local_sandbox.start_command("bash", "sleep 0.5; echo done")
+    state = await local_sandbox.command_state(command_id, wait_s=60)
+    assert not state.running
+    assert (state.result.status, state.result.stdout.text) == ("ok", "done\n")
+
+
+async def test_a_wait_ends_after_wait_s_with_the_output_so_far(
+    local_sandbox: LocalSandbox,
+) -> None:
+    command_id = await local_sandbox.start_command("bash", "echo begin; sleep 1000")
+    state = await local_sandbox.command_state(command_id, wait_s=0.5)
+    assert state.running and state.result.stdout.text == "begin\n"
+    # A cancelled wait (Stop, Ctrl-C) ends at once and leaves the command running.
+    waiting = asyncio.create_task(local_sandbox.command_state(command_id, wait_s=600))
+    await asyncio.sleep(0.1)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert (await local_sandbox.command_state(command_id)).running
+    await local_sandbox.kill_command(command_id)
+
+
 async def test_detached_command_can_be_killed(local_sandbox: LocalSandbox) -> None:
     command_id = await local_sandbox.start_command("bash", "echo started; sleep 1000 & sleep 1000")
     await asyncio.sleep(0.3)

@@ -43,8 +43,8 @@ class RunCode(_Input):
     detached: bool = Field(
         default=False,
         description="Start in the background and return a command_id at once; "
-        "poll it with check_command. For work that takes minutes. Runs as a process of its "
-        "own, outside the kernel.",
+        "wait for it with check_command. For work that takes minutes. Runs as a process of "
+        "its own, outside the kernel.",
     )
     restart: bool = Field(
         default=False,
@@ -61,9 +61,19 @@ class ListFiles(_Input):
     path: str = Field(default=WORK_DIR, description="Absolute folder path.")
 
 
+DEFAULT_WAIT_S = 30
+
+
 class CheckCommand(_Input):
     command_id: str = Field(description="The id that run_code returned for a detached command.")
-    kill: bool = Field(default=False, description="Stop the command instead of just polling it.")
+    wait_s: int = Field(
+        default=DEFAULT_WAIT_S,
+        ge=0,
+        description=f"Seconds to wait for the command to end (default {DEFAULT_WAIT_S}, "
+        "capped by the tool time limit); it returns as soon as the command ends. 0 just "
+        "looks.",
+    )
+    kill: bool = Field(default=False, description="Stop the command instead of waiting for it.")
 
 
 TOOLS: dict[str, tuple[type[_Input], str]] = {
@@ -81,7 +91,9 @@ TOOLS: dict[str, tuple[type[_Input], str]] = {
     "list_files": (ListFiles, "List a folder in the sandbox: names, kinds and sizes."),
     "check_command": (
         CheckCommand,
-        "Poll (or kill) a detached command: running or finished, exit code, output so far.",
+        "Wait for a detached command (or kill it): returns as soon as it ends, or after "
+        "wait_s with status running and the output so far; then call it again to keep "
+        "waiting. No need to sleep between calls.",
     ),
 }
 
@@ -168,7 +180,7 @@ class Toolbox:
         match parsed:
             case RunCode(detached=True):
                 command_id = await sandbox.start_command(parsed.language, parsed.code)
-                text = f"Started in the background as {command_id}; poll it with check_command."
+                text = f"Started in the background as {command_id}; wait for it with check_command."
                 return ToolOutcome(text, False, "running", excerpt=f"command {command_id}")
             case RunCode():
                 limit = min(parsed.timeout_s or self._default_timeout_s, self._max_timeout_s)
@@ -179,7 +191,8 @@ class Toolbox:
                 state = await sandbox.command_state(parsed.command_id)
                 return self._exec_outcome(state.result, running=state.running)
             case CheckCommand():
-                state = await sandbox.command_state(parsed.command_id)
+                wait_s = min(parsed.wait_s, self._max_timeout_s)
+                state = await sandbox.command_state(parsed.command_id, wait_s)
                 return self._exec_outcome(state.result, running=state.running)
             case ReadFile():
                 return await self._read_file(sandbox, parsed.path)

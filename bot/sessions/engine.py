@@ -76,12 +76,14 @@ class Engine:
         """Whether the bot works in this thread (here or, before a restart, anywhere)."""
         return key in self._threads or await self._store.get_session(key) is not None
 
-    async def open(self, key: str, repo_url: str | None = None) -> Session:
-        """The key's session (made, or loaded from the store), its sandbox under way."""
+    async def open(self, key: str, repo_url: str | None = None, *, start: bool = True) -> Session:
+        """The key's session (made, or loaded from the store), its sandbox under way unless
+        not `start`: a thread with no work yet costs no sandbox."""
         thread = self._threads.get(key)
         if thread is None:
             thread = self._threads[key] = await self._load(key, repo_url)
-        thread.session.start()
+        if start:
+            thread.session.start()
         thread.last_activity = self._clock()
         await self._store.update_session(key, last_activity=thread.last_activity)
         return thread.session

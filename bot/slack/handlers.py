@@ -202,7 +202,11 @@ class SlackBot:
 
     async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
         files = event.get("files") or []
-        agent = await self._first_sign(ref, event, files) if question or files else False
+        if not question and not files:  # no work yet: the thread is known, with no sandbox
+            await self.engine.open(ref.key, start=False)
+            await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
+            return
+        agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
         if new and question and ref.channel.startswith("D"):
@@ -215,8 +219,6 @@ class SlackBot:
                 await self.poster.post(ref.channel, ref.ts, note.text)
         if question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
-        elif not files:
-            await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
 
     async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list) -> bool:
         """Show at once that the question was seen: the thread's status in the agent style

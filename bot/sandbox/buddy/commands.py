@@ -11,6 +11,7 @@ one status read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -132,6 +133,14 @@ class BuddyCommands:
         killed = command_id in self._killed
         status, code = exec_status(exit_code_of(view), duration, COMMAND_MAX_S, killed=killed)
         return CommandState(command_id, False, capture.result(status, code, duration))
+
+    async def wait(self, command_id: str, wait_s: float) -> None:
+        """Until the command ends or `wait_s` passes. Its followed log ends with it: one
+        request for the whole wait, where polling would spend one every second."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await self.read_logs(command_id, Capture().parser, follow=True)
+                await self.wait_finished(command_id)  # a broken stream: poll out the rest
 
     async def kill(self, command_id: str) -> None:
         view = await self._get(command_id)

@@ -115,8 +115,11 @@ class BuddySandbox:
 
         return await self._awake(start)
 
-    async def command_state(self, command_id: str) -> CommandState:
+    async def command_state(self, command_id: str, wait_s: float = 0.0) -> CommandState:
         async with self._guard():
+            if wait_s > 0:
+                async with self._kept_awake():  # waiting is no activity to Buddy
+                    await self._commands.wait(command_id, wait_s)
             return await self._commands.state(command_id)
 
     async def kill_command(self, command_id: str) -> None:

@@ -128,8 +128,11 @@ class LocalSandbox:
         if watch.fired:
             run.note = over_quota_note(self._quota.limit)
 
-    async def command_state(self, command_id: str) -> CommandState:
+    async def command_state(self, command_id: str, wait_s: float = 0.0) -> CommandState:
         run = self._command(command_id)
+        if wait_s > 0 and not run.done.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(run.done), wait_s)
         return CommandState(command_id, running=not run.done.done(), result=run.result())
 
     async def kill_command(self, command_id: str) -> None:
