@@ -257,6 +257,27 @@ async def test_detached_command_then_check(sandbox_root: Path) -> None:
     assert "status: ok" in result.answer and "end" in result.answer
 
 
+async def test_a_wait_that_ends_first_says_so_and_how_long_a_wait_may_be(
+    sandbox_root: Path,
+) -> None:
+    def script(req):
+        match req.turn:
+            case 0:
+                return Reply([run_python("import time; time.sleep(1000)", detached=True)])
+            case 1:
+                command_id = req.tool_results()[0].text.split("as ")[1].split(";")[0]
+                args = {"command_id": command_id, "wait_s": 1}
+                return Reply([tool_use("check_command", args)])
+            case _:
+                return Reply([text(req.tool_results()[-1].text)])
+
+    async with session_with(script, sandbox_root) as (session, _):
+        result = await session.ask("background", Recorder())
+    assert isinstance(result, RunFinished)
+    assert "status: running" in result.answer
+    assert "Still running after a wait of 1 s (a wait may last up to 20 s)" in result.answer
+
+
 async def test_prompt_cache_breakpoints_and_usage_totals(sandbox_root: Path) -> None:
     def script(req):
         return Reply([run_python("print(2)")] if req.turn < 3 else [text("done")])

@@ -69,9 +69,9 @@ class CheckCommand(_Input):
     wait_s: int = Field(
         default=DEFAULT_WAIT_S,
         ge=0,
-        description=f"Seconds to wait for the command to end (default {DEFAULT_WAIT_S}, "
-        "capped by the tool time limit); it returns as soon as the command ends. 0 just "
-        "looks.",
+        description=f"Seconds to wait for the command to end (default {DEFAULT_WAIT_S}; "
+        "longer for a job of minutes, up to the tool time limit). It returns as soon as the "
+        "command ends. 0 just looks.",
     )
     kill: bool = Field(default=False, description="Stop the command instead of waiting for it.")
 
@@ -193,7 +193,12 @@ class Toolbox:
             case CheckCommand():
                 wait_s = min(parsed.wait_s, self._max_timeout_s)
                 state = await sandbox.command_state(parsed.command_id, wait_s)
-                return self._exec_outcome(state.result, running=state.running)
+                result = state.result
+                if state.running and wait_s:
+                    said = f"Still running after a wait of {wait_s} s (a wait may last up to "
+                    said += f"{self._max_timeout_s} s); call check_command again to wait on."
+                    result = replace(result, note="\n".join(filter(None, (result.note, said))))
+                return self._exec_outcome(result, running=state.running)
             case ReadFile():
                 return await self._read_file(sandbox, parsed.path)
             case ListFiles():
