@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     max_cost_usd_per_thread: float = Field(default=10.0, gt=0)
     max_cost_usd_per_user_day: float = Field(default=25.0, gt=0)
     tool_timeout_s: int = Field(default=120, ge=1, le=3600)
+    # check_command's first wait on a command; each further one doubles, to tool_timeout_s
+    command_wait_s: int = Field(default=30, ge=1, le=3600)
     tool_output_chars: int = Field(default=8_000, ge=500, le=200_000)
     # /healthz and /metrics; unset: not served. A fixed port, since probes must know it.
     metrics_port: int | None = Field(default=None, ge=1, le=65535)

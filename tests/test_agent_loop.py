@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from itertools import pairwise
@@ -257,25 +258,30 @@ async def test_detached_command_then_check(sandbox_root: Path) -> None:
     assert "status: ok" in result.answer and "end" in result.answer
 
 
-async def test_a_wait_that_ends_first_says_so_and_how_long_a_wait_may_be(
-    sandbox_root: Path,
-) -> None:
-    def script(req):
-        match req.turn:
-            case 0:
-                return Reply([run_python("import time; time.sleep(1000)", detached=True)])
-            case 1:
-                command_id = req.tool_results()[0].text.split("as ")[1].split(";")[0]
-                args = {"command_id": command_id, "wait_s": 1}
-                return Reply([tool_use("check_command", args)])
-            case _:
-                return Reply([text(req.tool_results()[-1].text)])
+async def test_default_waits_double_and_say_how_long_they_were(sandbox_root: Path) -> None:
+    """A wait that ends before the command says so; each default wait on the same command is
+    twice the last, up to TOOL_TIMEOUT_S, so a long job costs a handful of turns."""
+    started: dict[str, str] = {}
+    seen: list[str] = []
 
-    async with session_with(script, sandbox_root) as (session, _):
+    def script(req):
+        if req.turn == 0:
+            return Reply([run_python("import time; time.sleep(1000)", detached=True)])
+        if req.turn == 1:
+            started["id"] = req.tool_results()[0].text.split("as ")[1].split(";")[0]
+        else:
+            seen.append(req.tool_results()[0].text)
+        if req.turn < 4:
+            return Reply([tool_use("check_command", {"command_id": started["id"]})])
+        return Reply([text("\n".join(seen))])
+
+    settings = {"command_wait_s": 1, "tool_timeout_s": 3}
+    async with session_with(script, sandbox_root, **settings) as (session, _):
         result = await session.ask("background", Recorder())
     assert isinstance(result, RunFinished)
-    assert "status: running" in result.answer
-    assert "Still running after a wait of 1 s (a wait may last up to 20 s)" in result.answer
+    waits = re.findall(r"Still running after a wait of (\d+) s \(a wait may last up to 3 s\)",
+                       result.answer)  # fmt: skip
+    assert waits == ["1", "2", "3"]
 
 
 async def test_prompt_cache_breakpoints_and_usage_totals(sandbox_root: Path) -> None:

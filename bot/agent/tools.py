@@ -61,17 +61,14 @@ class ListFiles(_Input):
     path: str = Field(default=WORK_DIR, description="Absolute folder path.")
 
 
-DEFAULT_WAIT_S = 30
-
-
 class CheckCommand(_Input):
     command_id: str = Field(description="The id that run_code returned for a detached command.")
-    wait_s: int = Field(
-        default=DEFAULT_WAIT_S,
+    wait_s: int | None = Field(
+        default=None,
         ge=0,
-        description=f"Seconds to wait for the command to end (default {DEFAULT_WAIT_S}; "
-        "longer for a job of minutes, up to the tool time limit). It returns as soon as the "
-        "command ends. 0 just looks.",
+        description="Seconds to wait for the command to end. By default 30 s, doubling with "
+        "each further wait on the same command, up to the tool time limit. It returns as "
+        "soon as the command ends. 0 just looks.",
     )
     kill: bool = Field(default=False, description="Stop the command instead of waiting for it.")
 
@@ -141,6 +138,7 @@ class Toolbox:
         default_timeout_s: int,
         max_timeout_s: int,
         output_chars: int,
+        default_wait_s: int = 30,
         scrubber: Scrubber = NO_SECRETS,
     ) -> None:
         self._sandbox = sandbox
@@ -148,6 +146,8 @@ class Toolbox:
         self._default_timeout_s = default_timeout_s
         self._max_timeout_s = max_timeout_s
         self._output_chars = output_chars
+        self._default_wait_s = default_wait_s
+        self._waits: dict[str, int] = {}  # waits so far per command, for the doubling
 
     async def call(self, name: str, raw_input: Any) -> ToolOutcome:
         """Run one tool call; what it returns has any configured secret scrubbed out."""
@@ -191,7 +191,7 @@ class Toolbox:
                 state = await sandbox.command_state(parsed.command_id)
                 return self._exec_outcome(state.result, running=state.running)
             case CheckCommand():
-                wait_s = min(parsed.wait_s, self._max_timeout_s)
+                wait_s = self._wait_s(parsed)
                 state = await sandbox.command_state(parsed.command_id, wait_s)
                 result = state.result
                 if state.running and wait_s:
@@ -208,6 +208,14 @@ class Toolbox:
                 excerpt = f"{len(lines)} entries"
                 return ToolOutcome(clip(text, self._output_chars), False, "ok", excerpt=excerpt)
         raise AssertionError(f"unhandled tool input {parsed!r}")
+
+    def _wait_s(self, parsed: CheckCommand) -> int:
+        """The wait asked for, or the default: doubling per wait, so a long job costs a
+        handful of turns and a short one is seen as soon as it ends."""
+        waits = self._waits[parsed.command_id] = self._waits.get(parsed.command_id, 0) + 1
+        if parsed.wait_s is not None:
+            return min(parsed.wait_s, self._max_timeout_s)
+        return min(self._default_wait_s << min(waits - 1, 16), self._max_timeout_s)
 
     def _exec_outcome(
         self, result: ExecResult, *, timeout_s: float | None = None, running: bool = False

@@ -76,6 +76,7 @@ class SessionFactory:
             sandbox,
             default_timeout_s=min(60, s.tool_timeout_s),
             max_timeout_s=s.tool_timeout_s,
+            default_wait_s=s.command_wait_s,
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
         )
