@@ -85,7 +85,13 @@ async def test_stream_builds_one_message_with_tasks_text_and_blocks(
         channel=CHANNEL,
         ts=stream_ts,
         chunks=[
-            {"type": "task_update", "id": "t1", "status": "complete", "output": "795 rows"},
+            {
+                "type": "task_update",
+                "id": "t1",
+                "title": "Load",
+                "status": "complete",
+                "output": "795 rows",
+            },
             {"type": "markdown_text", "text": "The answer"},
         ],
     )
@@ -117,6 +123,28 @@ async def test_stream_rules(slack: FakeSlack, client: AsyncWebClient) -> None:
     assert await error_of(over) == "msg_too_long"
     too_long = start(client, ts, markdown_text="a" * 12_001)
     assert await error_of(too_long) == "msg_too_long"
+
+
+async def test_every_task_update_carries_id_title_and_status(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    """As slack_sdk's TaskUpdateChunk has them required: a task's later updates too."""
+    ts = await thread(slack)
+    task = {"type": "task_update", "id": "t1", "title": "Load", "status": "in_progress"}
+    stream_ts = await start(client, ts, chunks=[task])
+    for missing in ("id", "title", "status"):
+        later = {k: v for k, v in {**task, "status": "complete"}.items() if k != missing}
+        call = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, chunks=[later])
+        assert await error_of(call) == "invalid_chunks", missing
+        stop = client.chat_stopStream(channel=CHANNEL, ts=stream_ts, chunks=[later])
+        assert await error_of(stop) == "invalid_chunks", missing
+    for bad in ({"output": 42}, {"details": ["x"]}, {"title": "x" * 257}, {"sources": [{}]}):
+        call = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, chunks=[{**task, **bad}])
+        assert await error_of(call) == "invalid_chunks", bad
+    assert slack.streams[stream_ts].tasks["t1"]["status"] == "in_progress"
+    done = {**task, "status": "complete", "output": "795 rows"}
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, chunks=[done])
+    assert slack.streams[stream_ts].tasks["t1"]["output"] == "795 rows"
 
 
 async def test_stream_expires_after_its_lifetime(slack: FakeSlack, client: AsyncWebClient) -> None:

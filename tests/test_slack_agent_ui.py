@@ -9,6 +9,8 @@ import dataclasses
 import itertools
 from pathlib import Path
 
+from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
+
 from bot.slack.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
@@ -35,6 +37,22 @@ def visible(h, thread: str) -> list:
 def slowly(model, delay_s: float):
     """The same replies, each `delay_s` late (a model that thinks)."""
     return lambda req: dataclasses.replace(model(req), delay_s=delay_s)
+
+
+def sdk_shaped(slack) -> list:
+    """Every chunk the bot streamed, each as slack_sdk's own model of it would send it: a
+    task_update missing its id, title or status cannot be built (TypeError)."""
+    chunks = [
+        chunk
+        for method in ("chat.startStream", "chat.appendStream", "chat.stopStream")
+        for call in slack.calls_to(method)
+        for chunk in call.args.get("chunks") or []
+    ]
+    for chunk in chunks:
+        fields = {k: v for k, v in chunk.items() if k != "type"}
+        model = TaskUpdateChunk(**fields) if chunk["type"] == "task_update" else Chunk.parse(chunk)
+        assert model is not None and model.to_dict() == chunk, chunk
+    return chunks
 
 
 async def feedback_on(h, thread: str) -> list:
@@ -64,6 +82,9 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
         await h.slack.click_button(answer, "feedback", user="U0HUMAN02", value="bad")
         ratings = await feedback_on(h, thread)
 
+    chunks = sdk_shaped(h.slack)
+    assert sum(c["type"] == "task_update" for c in chunks) >= 5  # the file, each step
+    assert not [c for c in h.slack.calls if c.error]
     first = h.slack.statuses[0]
     assert (first.status, first.loading_messages) == (STATUS, (f"Reading {CSV}…",))
     assert h.slack.thread_status(CHANNEL, thread) == ""  # the streamed reply cleared it
@@ -101,6 +122,30 @@ async def test_a_slow_run_shows_each_step_as_it_goes(sandbox_root: Path, monkeyp
     assert all(c.error is None for c in appends)
     gaps = [b.at - a.at for a, b in itertools.pairwise(appends)]
     assert all(gap >= 1.9 for gap in gaps), gaps  # coalesced: one call every 2 s at most
+
+
+def long_step(req: ModelRequest) -> Reply:
+    if req.turn == 0:
+        code = "import time\ntime.sleep(3)\nprint('slept')"
+        return Reply([tool_use("run_code", {"language": "python", "code": code})])
+    return Reply([text("Done sleeping.")])
+
+
+async def test_a_long_steps_end_is_streamed_whole(sandbox_root: Path, monkeypatch) -> None:
+    """A step outlasting a flush ends in a later call than it began; that task_update still
+    carries its title, so Slack takes it, and the stop with the footer and feedback."""
+    async with running_bot("local", long_step, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "sleep?", mention=True))["ts"]
+        await h.wait_for_text(thread, "2 turns")
+
+    [answer] = visible(h, thread)
+    stream = h.slack.streams[answer["ts"]]
+    assert stream.stopped and not [(c.method, c.error) for c in h.slack.calls if c.error]
+    updates = [c for c in sdk_shaped(h.slack) if c["type"] == "task_update"]
+    assert [u["status"] for u in updates] == ["in_progress", "complete"]
+    [task] = stream.tasks.values()
+    assert task["title"] == "Step 1 · python: import time" and "slept" in task["output"]
+    assert "Done sleeping." in answer["text"] and "context_actions" in str(answer["blocks"])
 
 
 async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> None:

@@ -40,7 +40,7 @@ class AgentRun:
         self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
         self._started = time.monotonic()
         self._refresh_s = refresh_s
-        self._steps: dict[str, int] = {}
+        self._steps: dict[str, str] = {}  # call id -> its task's title
         self._loading = ["Reading the question…"]
         self._notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
@@ -79,13 +79,14 @@ class AgentRun:
             return
         match event:
             case ToolCallStarted():
-                step = self._steps[event.call_id] = len(self._steps) + 1
-                self._loading = [render.step_title(step, event)]
+                step = len(self._steps) + 1
+                title = self._steps[event.call_id] = render.step_title(step, event)
+                self._loading = [title]
                 if self._stream.starting:  # not up yet: the status names the step meanwhile
                     await self._threads.set_status(self._ref, self._loading)
                 self._stream.add([render.task_started(step, event)])
             case ToolCallFinished() if event.call_id in self._steps:
-                self._stream.add([render.task_finished(event)])
+                self._stream.add([render.task_finished(self._steps[event.call_id], event)])
             case RunFinished():
                 await self._end()
                 footer = render.context(render.footer(event, self.elapsed_s))

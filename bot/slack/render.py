@@ -144,9 +144,12 @@ def task_started(step: int, event: ToolCallStarted) -> dict[str, Any]:
     return {**chunk, "status": "in_progress", **({"details": details} if details else {})}
 
 
-def task_finished(event: ToolCallFinished) -> dict[str, Any]:
+def task_finished(title: str, event: ToolCallFinished) -> dict[str, Any]:
+    """A task's end. Slack wants every task_update whole (id, title, status), so the
+    title it started with goes again."""
     ok = event.status in ("ok", "running")
-    chunk = {"type": "task_update", "id": event.call_id, "status": "complete" if ok else "error"}
+    status = "complete" if ok else "error"
+    chunk = {"type": "task_update", "id": event.call_id, "title": title, "status": status}
     output = clip(event.excerpt.rstrip(), EXCERPT_MAX)
     facts = f"{event.status} · {event.duration_s:.1f}s"
     return {**chunk, "output": f"{facts}\n{output}" if output else facts}

@@ -14,11 +14,15 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   characters (``msg_too_long``). The streamed message as a whole holds at most 12,000
   characters of markdown too, like the markdown blocks of one message: the call that would
   pass it is ``msg_too_long``.
-- Chunks must have a known ``type``; a ``task_update`` needs an ``id``, a ``title`` the
-  first time its id is seen, and a ``status`` of pending, in_progress, complete or error
-  (else ``invalid_chunks``). A later ``task_update`` with a known id replaces the fields it
-  gives. Tasks may be added at any point; ``task_display_mode`` is fixed by
-  ``chat.startStream`` (later calls cannot change it).
+- Chunks must have a known ``type``. Every ``task_update`` carries an ``id``, a ``title``
+  and a ``status`` of pending, in_progress, complete or error, as slack_sdk's
+  ``TaskUpdateChunk`` requires all three, later updates of a task too; ``details`` and
+  ``output`` are strings and ``sources`` a list of ``url`` sources (else
+  ``invalid_chunks``). The doc gives no length limits for a task's fields; the fake takes
+  a title of at most 256 characters and details or output of at most 12,000 (a message's
+  markdown). A later ``task_update`` with a known id replaces the fields it gives. Tasks
+  may be added at any point; ``task_display_mode`` is fixed by ``chat.startStream`` (later
+  calls cannot change it).
 - ``stream_lifetime_s`` after its start, or once stopped, a stream answers
   ``message_not_in_streaming_state`` to ``chat.appendStream`` and ``chat.stopStream``; the
   message stays as it was and ``chat.update`` can still edit it.
@@ -49,6 +53,7 @@ from tests.fakes.slack_common import Json, SlackError
 MAX_MARKDOWN = 12_000
 MAX_LOADING_MESSAGES = 10
 MAX_PROMPTS = 4
+MAX_TASK_TITLE = 256  # the doc gives none; an assumption
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 DISPLAY_MODES = frozenset({"timeline", "plan"})
@@ -251,7 +256,7 @@ class AssistantFeatures:
             raise SlackError("invalid_chunks")
         markdown = args.get("markdown_text")
         pieces = [{"type": "markdown_text", "text": str(markdown)}] if markdown else []
-        pieces += [_checked_chunk(c, stream) for c in chunks]
+        pieces += [_checked_chunk(c) for c in chunks]
         added = sum(len(p["text"]) for p in pieces if p["type"] == "markdown_text")
         if added > MAX_MARKDOWN or len(stream.text) + added > MAX_MARKDOWN:
             raise SlackError("msg_too_long")
@@ -272,7 +277,7 @@ class AssistantFeatures:
         message["blocks"] = blocks + stream.final_blocks
 
 
-def _checked_chunk(chunk: Any, stream: Stream) -> Json:
+def _checked_chunk(chunk: Any) -> Json:
     if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
         raise SlackError("invalid_chunks")
     kind = chunk["type"]
@@ -282,15 +287,29 @@ def _checked_chunk(chunk: Any, stream: Stream) -> Json:
         raise SlackError("invalid_chunks")
     if kind == "blocks" and not isinstance(chunk.get("blocks"), list):
         raise SlackError("invalid_chunks")
-    if kind == "task_update":
-        task_id = chunk.get("id")
-        if not isinstance(task_id, str) or not task_id:
-            raise SlackError("invalid_chunks")
-        if task_id not in stream.tasks and not chunk.get("title"):
-            raise SlackError("invalid_chunks")
-        if chunk.get("status") not in TASK_STATUSES:
-            raise SlackError("invalid_chunks")
+    if kind == "task_update" and not _task_ok(chunk):
+        raise SlackError("invalid_chunks")
     return chunk
+
+
+def _task_ok(chunk: Json) -> bool:
+    """A task_update as slack_sdk's TaskUpdateChunk has it: id, title and status always."""
+    task_id, title = chunk.get("id"), chunk.get("title")
+    if not (isinstance(task_id, str) and task_id and isinstance(title, str) and title.strip()):
+        return False
+    if len(title) > MAX_TASK_TITLE or chunk.get("status") not in TASK_STATUSES:
+        return False
+    for key in ("details", "output"):
+        value = chunk.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_MARKDOWN):
+            return False
+    sources = chunk.get("sources")
+    if sources is None:
+        return True
+    return isinstance(sources, list) and all(
+        isinstance(s, dict) and s.get("type") == "url" and isinstance(s.get("url"), str)
+        for s in sources
+    )
 
 
 def _add(stream: Stream, chunk: Json, checked_blocks: Any) -> None:
