@@ -14,6 +14,19 @@ from tests.fakes.slack_api import FakeSlack
 CHANNEL = "C0CHAN001"
 TEAM = "T0FAKE001"
 HUMAN = "U0HUMAN01"
+GOOD = {"text": {"type": "plain_text", "text": "Good"}, "value": "good"}
+BAD = {"text": {"type": "plain_text", "text": "Bad"}, "value": "bad"}
+FEEDBACK = {
+    "type": "context_actions",
+    "elements": [
+        {
+            "type": "feedback_buttons",
+            "action_id": "fb",
+            "positive_button": GOOD,
+            "negative_button": BAD,
+        }
+    ],
+}
 
 
 pytestmark = pytest.mark.usefixtures("no_proxy")  # loopback calls, straight
@@ -96,8 +109,7 @@ async def test_stream_builds_one_message_with_tasks_text_and_blocks(
         ],
     )
     await client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" is 42.")
-    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
-    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[feedback])
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[FEEDBACK])
     message = slack.find_message(CHANNEL, stream_ts)
     assert message is not None and message["thread_ts"] == ts
     assert message["text"] == "The answer is 42."
@@ -173,11 +185,19 @@ async def test_blocks_chunks_stay_and_stop_blocks_go_under_them(
     slack: FakeSlack, client: AsyncWebClient
 ) -> None:
     ts = await thread(slack)
-    stop = {"type": "actions", "elements": [{"type": "button", "action_id": "stop", "text": {}}]}
+    button = {"type": "button", "action_id": "stop", "text": {"type": "plain_text", "text": "Stop"}}
+    stop = {"type": "actions", "block_id": "run", "elements": [button]}
     stream_ts = await start(client, ts, chunks=[{"type": "blocks", "blocks": [stop]}])
-    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
+    same_id = client.chat_stopStream(
+        channel=CHANNEL, ts=stream_ts, blocks=[{**FEEDBACK, "block_id": "run"}]
+    )
+    assert await error_of(same_id) == "invalid_blocks"  # block_ids are the message's
+    bad = {**FEEDBACK, "elements": [{"type": "feedback_buttons"}]}
+    assert await error_of(client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[bad])) == (
+        "invalid_blocks"
+    )
     await client.chat_stopStream(
-        channel=CHANNEL, ts=stream_ts, markdown_text="Done.", blocks=[feedback]
+        channel=CHANNEL, ts=stream_ts, markdown_text="Done.", blocks=[FEEDBACK]
     )
     blocks = slack.find_message(CHANNEL, stream_ts)["blocks"]
     assert [b["type"] for b in blocks] == ["actions", "markdown", "context_actions"]

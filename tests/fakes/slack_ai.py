@@ -222,7 +222,7 @@ class AssistantFeatures:
         previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
         if blocks:
-            stream.final_blocks += self._checked_blocks(blocks)
+            stream.final_blocks += self._checked_blocks(blocks, _block_ids(stream))
         stream.stopped = True
         self._render(stream, message)
         self._echo(self._changed_event(stream.channel, message, previous))
@@ -292,6 +292,11 @@ def _checked_chunk(chunk: Any) -> Json:
     return chunk
 
 
+def _block_ids(stream: Stream) -> frozenset[str]:
+    """The block_ids the streamed message has so far: a new one must differ."""
+    return frozenset(b["block_id"] for b in stream.blocks + stream.final_blocks if "block_id" in b)
+
+
 def _task_ok(chunk: Json) -> bool:
     """A task_update as slack_sdk's TaskUpdateChunk has it: id, title and status always."""
     task_id, title = chunk.get("id"), chunk.get("title")
@@ -319,7 +324,7 @@ def _add(stream: Stream, chunk: Json, checked_blocks: Any) -> None:
         case "plan_update":
             stream.plan_title = chunk["title"]
         case "blocks":
-            stream.blocks += checked_blocks(chunk["blocks"])
+            stream.blocks += checked_blocks(chunk["blocks"], _block_ids(stream))
         case "task_update":
             task = stream.tasks.setdefault(chunk["id"], {"task_id": chunk["id"]})
             keep = ("title", "status", "details", "output", "sources")
