@@ -234,3 +234,32 @@ async def test_rate_tiers_answer_429_with_retry_after() -> None:
         await client.chat_postMessage(channel="C0OTHER01", text="another channel is free")
         status = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts=ts, status="x")
         assert (await status)["ok"]  # no published limit: not limited
+
+
+async def test_a_streaming_message_cannot_be_edited(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    ts = await thread(slack)
+    stream_ts = await start(client, ts, markdown_text="half")
+    edit = client.chat_update(channel=CHANNEL, ts=stream_ts, text="whole")
+    assert await error_of(edit) == "streaming_state_conflict"
+    assert slack.find_message(CHANNEL, stream_ts)["text"] == "half"
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts)
+    await client.chat_update(channel=CHANNEL, ts=stream_ts, text="whole")
+    assert slack.find_message(CHANNEL, stream_ts)["text"] == "whole"
+
+
+async def test_slacks_own_stop_ends_the_stream(slack: FakeSlack, client: AsyncWebClient) -> None:
+    ts = await thread(slack)
+    stream_ts = await start(client, ts, markdown_text="so far")
+    slack.press_stop(CHANNEL, stream_ts, user="U0HUMAN02")
+    append = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" more")
+    assert await error_of(append) == "stopped_by_user"
+    stop = client.chat_stopStream(channel=CHANNEL, ts=stream_ts, markdown_text=" end")
+    assert await error_of(stop) == "message_not_in_streaming_state"
+    stream = slack.streams[stream_ts]
+    assert stream.stopped_by_user == "U0HUMAN02" and stream.text == "so far"
+    assert not slack.streaming(stream_ts)
+    await client.chat_update(channel=CHANNEL, ts=stream_ts, text="edited after")  # no conflict
+    with pytest.raises(LookupError):
+        slack.press_stop(CHANNEL, stream_ts)  # already ended

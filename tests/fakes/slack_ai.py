@@ -25,7 +25,14 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   calls cannot change it).
 - ``stream_lifetime_s`` after its start, or once stopped, a stream answers
   ``message_not_in_streaming_state`` to ``chat.appendStream`` and ``chat.stopStream``; the
-  message stays as it was and ``chat.update`` can still edit it.
+  message stays as it was and ``chat.update`` can still edit it. While it streams,
+  ``chat.update`` on it is ``streaming_state_conflict`` (§6.1).
+- ``press_stop`` is a person pressing Slack's own stop on a streaming message: the stream
+  ends where it is, ``chat.appendStream`` then answers ``stopped_by_user`` (§7.4) and
+  ``chat.stopStream`` ``message_not_in_streaming_state`` (the doc names ``stopped_by_user``
+  for appendStream only; the stream is no longer streaming). The ``agent_session_stopped``
+  event that may come with it is not sent: the doc only infers the link, and the SDK does
+  not know the event.
 - The stored message's ``text`` is all its markdown; its blocks are a ``plan`` block of
   ``task_card``s (details and output kept as given, plain strings), the blocks of
   ``blocks`` chunks (they stay: stopping a stream does not take them away), a ``markdown``
@@ -87,6 +94,7 @@ class Stream:
     blocks: list[Json] = field(default_factory=list)  # from `blocks` chunks
     final_blocks: list[Json] = field(default_factory=list)  # given to chat.stopStream
     calls: int = 0  # start, appends and stop
+    stopped_by_user: str = ""  # who pressed Slack's stop on it
 
 
 class AssistantFeatures:
@@ -129,6 +137,20 @@ class AssistantFeatures:
     def thread_status(self, channel: str, thread_ts: str) -> str:
         history = self.status_history(channel, thread_ts)
         return history[-1] if history else ""
+
+    def streaming(self, ts: str) -> bool:
+        """Is the message `ts` a stream that still takes chunks?"""
+        stream = self.streams.get(ts)
+        return stream is not None and not (stream.stopped or self._expired(stream))
+
+    # -- what people do
+
+    def press_stop(self, channel: str, ts: str, user: str = "U0HUMAN01") -> None:
+        """A person presses Slack's stop on a streaming message."""
+        stream = self.streams.get(ts)
+        if stream is None or stream.channel != channel or not self.streaming(ts):
+            raise LookupError(f"no message streaming at {channel}/{ts}")
+        stream.stopped, stream.stopped_by_user = True, user
 
     # -- methods
 
@@ -209,7 +231,7 @@ class AssistantFeatures:
         return {"channel": channel, "ts": stream.ts}
 
     def _append_stream(self, args: Json) -> Json:
-        stream, message = self._live_stream(args)
+        stream, message = self._live_stream(args, appending=True)
         if args.get("markdown_text") is None and not args.get("chunks"):
             raise SlackError("no_text")
         self._apply(stream, args)
@@ -217,7 +239,7 @@ class AssistantFeatures:
         return {"channel": stream.channel, "ts": stream.ts}
 
     def _stop_stream(self, args: Json) -> Json:
-        stream, message = self._live_stream(args)
+        stream, message = self._live_stream(args, appending=False)
         blocks = args.get("blocks")
         previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
@@ -234,20 +256,22 @@ class AssistantFeatures:
         if self.ai_refusal:
             raise SlackError(self.ai_refusal)
 
-    def _live_stream(self, args: Json) -> tuple[Stream, Any]:
+    def _live_stream(self, args: Json, *, appending: bool) -> tuple[Stream, Any]:
         self._refuse()
         channel = self._channel_arg(args)
         stream = self.streams.get(str(args.get("ts") or ""))
         message = self.find_message(channel, str(args.get("ts") or ""))
         if stream is None or message is None or stream.channel != channel:
             raise SlackError("message_not_found")
-        expired = (
-            self.stream_lifetime_s is not None
-            and time.monotonic() - stream.started > self.stream_lifetime_s
-        )
-        if stream.stopped or expired:
+        if stream.stopped_by_user and appending:
+            raise SlackError("stopped_by_user")
+        if stream.stopped or self._expired(stream):
             raise SlackError("message_not_in_streaming_state")
         return stream, message
+
+    def _expired(self, stream: Stream) -> bool:
+        lifetime = self.stream_lifetime_s
+        return lifetime is not None and time.monotonic() - stream.started > lifetime
 
     def _apply(self, stream: Stream, args: Json) -> None:
         """Check a call's markdown and chunks, then add them to the stream, in order."""

@@ -422,6 +422,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
     def _chat_update(self, args: Json) -> Json:
         channel = self._channel_arg(args)
         message = self._bot_message_arg(channel, args.get("ts"), "cant_update_message")
+        if self.streaming(message["ts"]):
+            raise SlackError("streaming_state_conflict")
         content = message_content(args, required=False)
         metadata = message_metadata(args)
         if not content and metadata is None and "file_ids" not in args:
