@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 from pathlib import Path
 
 from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
@@ -162,6 +163,30 @@ async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> 
     assert h.slack.streams[live["ts"]].stopped
     assert "already ended" in h.slack.ephemerals[0]["text"]
     assert h.slack.ephemerals[0]["user"] == "U0HUMAN03"
+
+
+async def test_slacks_own_stop_stops_the_run(sandbox_root: Path, monkeypatch, caplog) -> None:
+    """A person pressing Slack's stop on the streamed message wants the run stopped: it
+    ends as stopped, the model is asked no more, and the thread says so, without a
+    traceback or a warning."""
+    model = slowly(population_analyst, 1.0)
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: streamed(h, thread), 20)
+        [live] = streamed(h, thread)
+        h.slack.press_stop(CHANNEL, live["ts"], user="U0HUMAN02")
+        [(_, outcome)] = await h.wait_for_runs(thread, 1)
+        await h.wait_for_text(thread, "Stopped")
+        asked = len(h.model.requests)
+
+    assert outcome == "stopped" and asked <= 2
+    refused = [c.error for c in h.slack.calls if c.method.endswith("Stream") and c.error]
+    assert set(refused) <= {"stopped_by_user"} and len(refused) <= 1
+    assert h.slack.streams[live["ts"]].stopped_by_user == "U0HUMAN02"
+    *_, note = visible(h, thread)  # the stream is ended: the note comes after it
+    assert note["ts"] != live["ts"] and note["text"].startswith(":octagonal_sign: Stopped.")
+    mine = [r for r in caplog.records if r.name.startswith("bot") and r.levelno >= logging.WARNING]
+    assert not mine, caplog.text  # (the fake model may log the cancelled request)
 
 
 async def test_stream_expiry_mid_run_loses_no_text(sandbox_root: Path, monkeypatch) -> None:

@@ -46,6 +46,7 @@ class AgentRun:
         self._live: LiveMessage | None = None
         self._classic: SlackProgress | None = None  # when the stream was refused mid-run
         self._refresher: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task | None = None  # the run's own task, to stop it
 
     @property
     def elapsed_s(self) -> float:
@@ -56,6 +57,8 @@ class AgentRun:
         showing = self._threads.status_showing(self._ref)
         if not showing and not await self._threads.set_status(self._ref, self._loading):
             return False
+        # RunStarted is shown from the run's own task, the one a Stop cancels
+        self._run_task = asyncio.current_task()
         held = self._threads.claim(self._ref.key)
         self._notes = [note.text for note in held]
         opening = [
@@ -64,7 +67,12 @@ class AgentRun:
             {"type": "blocks", "blocks": [render.stop_button(self._run_id)]},
         ]
         self._live = LiveMessage(
-            self._threads.poster, self._ref, self._user, opening, on_wait=self.waiting
+            self._threads.poster,
+            self._ref,
+            self._user,
+            opening,
+            on_wait=self.waiting,
+            on_stopped=self._stopped_in_slack,
         )
         if held:
             self._live.add([])  # the files are something to show already
@@ -120,6 +128,13 @@ class AgentRun:
             self._live.abandon()
         if self._classic is not None:
             self._classic.abandon()
+
+    def _stopped_in_slack(self) -> None:
+        """Someone pressed Slack's own stop on the streamed message: they want the run
+        stopped, as the Stop button stops it (the engine then shows it stopped)."""
+        if self._run_task is not None and not self._run_task.done():
+            log.info("run %s stopped from Slack's stop on its message", self._run_id)
+            self._run_task.cancel()
 
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""

@@ -6,7 +6,9 @@ together, the first with the stream's start, then at most one call every `every_
 the answer in chat.stopStream. A run that ends before its stream could start (Tier 2 allows
 20 starts a minute per workspace) is answered in a plain message instead.
 
-Slack may end a stream early (`message_not_in_streaming_state`), and a message holds
+Someone may press Slack's own stop on the message: the next call answers
+`stopped_by_user`, and `on_stopped` hears of it. Slack may end a stream early
+(`message_not_in_streaming_state`), and a message holds
 12,000 characters of markdown, so what does not fit continues in ordinary messages after
 it; no text of the answer is lost.
 """
@@ -47,9 +49,10 @@ class LiveMessage:
         *,
         every_s: float = FLUSH_EVERY_S,
         on_wait: OnWait | None = None,
+        on_stopped: Callable[[], None] | None = None,
     ) -> None:
         self._poster, self._ref, self._recipient = poster, ref, recipient
-        self._every_s, self._on_wait = every_s, on_wait
+        self._every_s, self._on_wait, self._on_stopped = every_s, on_wait, on_stopped
         self.ts: str | None = None
         self.open = False  # the stream takes chunks
         self.refused: str | None = None  # the workspace's error, when it refused the stream
@@ -134,6 +137,8 @@ class LiveMessage:
             error = str(exc.response.get("error"))
             if self.ts is None and error in REFUSALS:
                 self.refused = error
+            elif error == "stopped_by_user" and self._on_stopped is not None:
+                self._on_stopped()  # someone pressed Slack's own stop on the message
             else:
                 _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False
