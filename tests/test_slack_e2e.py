@@ -25,9 +25,9 @@ async def test_mention_with_csv_answers_with_progress_and_report(
     async with running_bot(backend, population_analyst, sandbox_root, monkeypatch) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
-        await h.slack.wait_for(
-            lambda: any(u.filename == "report.md" for u in h.slack.uploads.values())
-        )
+        # Slack shares an upload a moment after it completes: wait for it in the thread
+        shared = lambda: [u for u in h.slack.uploads.values() if u.shared_ts]  # noqa: E731
+        await h.slack.wait_for(lambda: any(u.filename == "report.md" for u in shared()))
         texts = h.texts(thread)
         calls = h.slack.method_counts()
 
@@ -50,6 +50,8 @@ async def test_mention_with_csv_answers_with_progress_and_report(
     assert "import polars" in texts and "ModuleNotFoundError" in texts
     report = next(u for u in h.slack.uploads.values() if u.filename == "report.md")
     assert b"1,057,922,733" in report.content and report.thread_ts == thread
+    share = h.slack.find_message(CHANNEL, report.shared_ts)
+    assert share is not None and share["thread_ts"] == thread
     assert calls["auth.test"] >= 1 and calls["chat.postMessage"] >= 6
     assert h.sandboxes_alive() == 1  # kept at shutdown, for the next start
     # The file came through Slack's CDN redirect, which never saw the bot token.

@@ -129,6 +129,12 @@ class AgentRun:
         if self._classic is not None:
             self._classic.abandon()
 
+    async def uploaded(self) -> None:
+        """The run's files are on their way: a wait shown for them goes from the status
+        (their share is no reply that clears it)."""
+        if self._threads.status_showing(self._ref):
+            await self._threads.clear_status(self._ref)
+
     def _stopped_in_slack(self) -> None:
         """Someone pressed Slack's own stop on the streamed message: they want the run
         stopped, as the Stop button stops it (the engine then shows it stopped)."""

@@ -6,7 +6,8 @@ Where the docs leave room, the fake picks one reading and keeps to it:
 - ``assistant.threads.setStatus`` needs an existing thread (else ``invalid_thread_ts``) and
   at most 10 ``loading_messages``. ``status=""`` clears the status, and so does the app
   posting in the thread: ``chat.postMessage`` or ``chat.startStream`` there (the docs say "it
-  auto-clears when the app posts a reply"; a stream is taken to be such a reply). The
+  auto-clears when the app posts a reply"; a stream is taken to be such a reply, an
+  upload's file share, which Slack posts itself a moment later, is not). The
   2-minute auto-clear is not modelled.
 - Streams in channels (ids starting C or G) need ``recipient_user_id`` and
   ``recipient_team_id``; in DMs they are optional.
