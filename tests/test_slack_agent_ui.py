@@ -16,7 +16,7 @@ from bot.slack.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
-from tests.slack_harness import CHANNEL, running_bot
+from tests.slack_harness import CHANNEL, REAL_TIERS, running_bot
 from tests.test_slack_e2e import mention_with_csv
 
 NUMBERS = ("1,402,617,695", "1,411,100,000", "213,996,181")
@@ -73,9 +73,8 @@ async def feedback_on(h, thread: str) -> list:
 async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     backend: str, sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot(
-        backend, population_analyst, sandbox_root, monkeypatch, slack_ui="agent"
-    ) as h:
+    """The default UI at Slack's own rate tiers (the fake's and the bot's pacing at 1x)."""
+    async with running_bot(backend, population_analyst, sandbox_root, monkeypatch, REAL_TIERS) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
         await h.slack.wait_for(lambda: h.slack.uploads)

@@ -80,6 +80,8 @@ class AgentRun:
         return True
 
     async def __call__(self, event: Event) -> None:
+        if self._stream.gone is not None:  # the bot left the channel: the view stops the run
+            raise self._stream.gone
         if self._classic is None and self._stream.refused:
             await self._go_classic()
         if self._classic is not None:

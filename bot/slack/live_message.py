@@ -27,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import markdown_split
 from bot.slack.agent_threads import REFUSALS
 from bot.slack.pacing import OnWait
-from bot.slack.poster import SlackPoster
+from bot.slack.poster import GONE, SlackPoster
 from bot.slack.threads import ThreadRef
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class LiveMessage:
         self.ts: str | None = None
         self.open = False  # the stream takes chunks
         self.refused: str | None = None  # the workspace's error, when it refused the stream
+        self.gone: SlackApiError | None = None  # Slack's answer: the bot left the channel
         self._queue: list[Chunk] = list(opening)
         self._last = 0.0  # when the last call went out
         self._flusher: asyncio.Task[None] | None = None
@@ -139,6 +140,8 @@ class LiveMessage:
                 self.refused = error
             elif error == "stopped_by_user" and self._on_stopped is not None:
                 self._on_stopped()  # someone pressed Slack's own stop on the message
+            elif error in GONE:
+                self.gone = exc  # for the run's next event to raise (see AgentRun)
             else:
                 _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False
