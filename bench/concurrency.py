@@ -71,7 +71,7 @@ from bot.sandbox.base import (
 from bot.settings import Settings
 from bot.slack.app import serve
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.slack_harness import fake_world
+from tests.slack_harness import NO_TIERS, fake_world
 
 MODEL_S = 1.0  # each model turn
 SANDBOX_S = 0.2  # each run_code
@@ -479,7 +479,7 @@ async def run_batch(n: int, root: Path, watch: str) -> Batch:
     """`watch`: "" (measure only), "timings" or "profile" (see the module's docstring)."""
     model = Model()
     await asyncio.to_thread(root.mkdir)
-    async with fake_world("local", model, root, None) as h:
+    async with fake_world("local", model, root, None, NO_TIERS, slack_ui="classic") as h:
         settings = h.settings.model_copy(
             update={
                 "slack_rate_scale": PACING_SCALE,

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench import sandbox_root
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
+from tests.slack_harness import CHANNEL, NO_TIERS, Harness, bot_process, fake_world
 from tests.support import POPULATION_CSV
 from tests.test_restarts import settings_env
 
@@ -59,7 +59,9 @@ def answers(h: Harness) -> collections.Counter[str]:
 async def run(rounds: int, seed: int, root: Path) -> None:
     rng = random.Random(seed)
     threads: list[str] = []
-    async with fake_world("buddy", script, root, None, orphan_min_age_s=0) as h:
+    async with fake_world(
+        "buddy", script, root, None, NO_TIERS, slack_ui="classic", orphan_min_age_s=0
+    ) as h:
         env = settings_env(h.settings)
         for n in range(rounds):
             connections = h.slack.connections

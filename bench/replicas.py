@@ -39,7 +39,7 @@ from bench.concurrency import (
 )
 from tests.redis_server import redis_server
 from tests.replicas import Replicas, answers, replicas, script
-from tests.slack_harness import CHANNEL, Harness, fake_world
+from tests.slack_harness import CHANNEL, NO_TIERS, Harness, fake_world
 from tests.support import buddy_settings
 
 BATCH_TIMEOUT_S = 300.0
@@ -62,7 +62,10 @@ async def throughput(n_replicas: int, threads: int, root: Path) -> dict[str, obj
         # Replicas need a shared backend (Buddy's settings); the sandbox here is each
         # process's own fake, which serve() is given (see the module's docstring).
         shared = {"redis_url": redis.url, **buddy_settings("http://127.0.0.1:9")}
-        async with fake_world("local", model, root, None, {"spread_events": True}, **shared) as h:
+        options = {"spread_events": True, **NO_TIERS}
+        async with fake_world(
+            "local", model, root, None, options, slack_ui="classic", **shared
+        ) as h:
             return await _throughput(h, model, redis.url, n_replicas, threads, root)
 
 

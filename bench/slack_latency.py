@@ -17,14 +17,14 @@ from pathlib import Path
 from bench import percentile, sandbox_root
 from tests.fakes.anthropic_api import Reply, text
 from tests.scripts import population_analyst
-from tests.slack_harness import CHANNEL, running_bot
+from tests.slack_harness import CHANNEL, NO_TIERS, running_bot
 from tests.support import POPULATION_CSV
 
 
 async def latencies(root: Path, events: int) -> tuple[list[float], list[float]]:
     acks, firsts = [], []
     quick = lambda req: Reply([text("ok")])  # noqa: E731
-    async with running_bot("local", quick, root, None) as h:
+    async with running_bot("local", quick, root, None, NO_TIERS, slack_ui="classic") as h:
         for i in range(events):
             event = {
                 **{"type": "app_mention", "user": "U0HUMAN01", "text": f"<@U0BOT0001> q{i}"},
@@ -50,7 +50,9 @@ def _first_post(h, before: int, thread_ts: str) -> float | None:
 
 
 async def session_calls(root: Path) -> dict[str, int]:
-    async with running_bot("local", population_analyst, root, None) as h:
+    async with running_bot(
+        "local", population_analyst, root, None, NO_TIERS, slack_ui="classic"
+    ) as h:
         csv = h.slack.add_file(POPULATION_CSV.name, POPULATION_CSV.read_bytes())
         message = await h.slack.post_user_message(CHANNEL, "grew most?", files=[csv], mention=True)
         await h.slack.wait_for(

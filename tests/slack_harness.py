@@ -21,6 +21,12 @@ from tests.fakes.slack_api import FakeSlack
 from tests.support import buddy_settings, settings_for
 
 CHANNEL = "C0CHAN001"
+# Slack's documented rate tiers are on in the fake, sped up this much, and the bot paces to
+# the same speed-up; a test asks for Slack's own rates with REAL_TIERS (both at 1).
+TIERS = 10.0
+REAL_TIERS = {"rate_limits": 1.0}
+NO_TIERS: dict[str, Any] = {"rate_limits": None}  # no limits in the fake (benchmarks)
+UNPACED = 1000.0  # the bot's pacing out of the way, where the fake sets no limits
 
 
 @dataclass
@@ -101,7 +107,8 @@ async def fake_world(
     slack_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
-    """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them.
+    """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them:
+    the agent UI, and Slack's rate tiers at `TIERS` (`slack_options` may change them).
     Proxy variables are cleared (through `monkeypatch` in tests; for good in a benchmark),
     since the Slack clients would send loopback calls through a proxy."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
@@ -110,7 +117,8 @@ async def fake_world(
         else:
             monkeypatch.delenv(name, raising=False)
     async with contextlib.AsyncExitStack() as stack:
-        slack = await stack.enter_async_context(FakeSlack(**(slack_options or {})))
+        options = {"rate_limits": TIERS, **(slack_options or {})}
+        slack = await stack.enter_async_context(FakeSlack(**options))
         model = await stack.enter_async_context(FakeAnthropic(model_fn))
         buddy = None
         extra: dict[str, Any] = {}
@@ -125,8 +133,13 @@ async def fake_world(
             slack_api_url=slack.api_url,
             orphan_cleanup=False,
             store_path=root / "sessions.db",
-            # agent tests ask for "agent"; pacing out of the way unless a test enforces tiers
-            **{"slack_ui": "classic", "slack_rate_scale": 1000, **extra, **overrides},
+            # the default UI (tests of the classic one ask for it), paced to the fake's tiers
+            **{
+                "slack_ui": "agent",
+                "slack_rate_scale": options["rate_limits"] or UNPACED,
+                **extra,
+                **overrides,
+            },
         )
         yield Harness(slack, model, buddy, settings, root)
 

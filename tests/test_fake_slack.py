@@ -318,7 +318,12 @@ async def test_files_upload_v2_shares_into_the_thread(
         parent["ts"],
         "Here you go",
     )
+    assert "ts" not in resp.data and not upload.shared_ts  # shared a moment later
+    assert slack.shares_pending() == 1
+    assert not slack.thread(CHANNEL, parent["ts"])[-1].get("files")
+    await slack.wait_for(lambda: upload.shared_ts)
     share = slack.thread(CHANNEL, parent["ts"])[-1]
+    assert share["ts"] == upload.shared_ts
     assert share["bot_id"] == slack.bot_id and share["text"] == "Here you go"
     assert [f["id"] for f in share["files"]] == [file_id]
 
@@ -359,7 +364,9 @@ async def test_upload_url_takes_raw_or_multipart_bytes(
         {"id": multi["file_id"], "title": "B"},
     ]
     assert [u.content for u in slack.uploads.values()] == [b"abc", b"xyz"]
-    assert CHANNEL not in slack.messages  # no channel: uploaded but not shared
+    assert (
+        slack.shares_pending() == 0 and CHANNEL not in slack.messages
+    )  # no channel: uploaded but not shared
 
 
 async def test_fail_next_answers_429_with_retry_after(

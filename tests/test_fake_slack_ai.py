@@ -14,6 +14,19 @@ from tests.fakes.slack_api import FakeSlack
 CHANNEL = "C0CHAN001"
 TEAM = "T0FAKE001"
 HUMAN = "U0HUMAN01"
+GOOD = {"text": {"type": "plain_text", "text": "Good"}, "value": "good"}
+BAD = {"text": {"type": "plain_text", "text": "Bad"}, "value": "bad"}
+FEEDBACK = {
+    "type": "context_actions",
+    "elements": [
+        {
+            "type": "feedback_buttons",
+            "action_id": "fb",
+            "positive_button": GOOD,
+            "negative_button": BAD,
+        }
+    ],
+}
 
 
 pytestmark = pytest.mark.usefixtures("no_proxy")  # loopback calls, straight
@@ -85,13 +98,18 @@ async def test_stream_builds_one_message_with_tasks_text_and_blocks(
         channel=CHANNEL,
         ts=stream_ts,
         chunks=[
-            {"type": "task_update", "id": "t1", "status": "complete", "output": "795 rows"},
+            {
+                "type": "task_update",
+                "id": "t1",
+                "title": "Load",
+                "status": "complete",
+                "output": "795 rows",
+            },
             {"type": "markdown_text", "text": "The answer"},
         ],
     )
     await client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" is 42.")
-    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
-    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[feedback])
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[FEEDBACK])
     message = slack.find_message(CHANNEL, stream_ts)
     assert message is not None and message["thread_ts"] == ts
     assert message["text"] == "The answer is 42."
@@ -117,6 +135,28 @@ async def test_stream_rules(slack: FakeSlack, client: AsyncWebClient) -> None:
     assert await error_of(over) == "msg_too_long"
     too_long = start(client, ts, markdown_text="a" * 12_001)
     assert await error_of(too_long) == "msg_too_long"
+
+
+async def test_every_task_update_carries_id_title_and_status(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    """As slack_sdk's TaskUpdateChunk has them required: a task's later updates too."""
+    ts = await thread(slack)
+    task = {"type": "task_update", "id": "t1", "title": "Load", "status": "in_progress"}
+    stream_ts = await start(client, ts, chunks=[task])
+    for missing in ("id", "title", "status"):
+        later = {k: v for k, v in {**task, "status": "complete"}.items() if k != missing}
+        call = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, chunks=[later])
+        assert await error_of(call) == "invalid_chunks", missing
+        stop = client.chat_stopStream(channel=CHANNEL, ts=stream_ts, chunks=[later])
+        assert await error_of(stop) == "invalid_chunks", missing
+    for bad in ({"output": 42}, {"details": ["x"]}, {"title": "x" * 257}, {"sources": [{}]}):
+        call = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, chunks=[{**task, **bad}])
+        assert await error_of(call) == "invalid_chunks", bad
+    assert slack.streams[stream_ts].tasks["t1"]["status"] == "in_progress"
+    done = {**task, "status": "complete", "output": "795 rows"}
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts, chunks=[done])
+    assert slack.streams[stream_ts].tasks["t1"]["output"] == "795 rows"
 
 
 async def test_stream_expires_after_its_lifetime(slack: FakeSlack, client: AsyncWebClient) -> None:
@@ -145,11 +185,19 @@ async def test_blocks_chunks_stay_and_stop_blocks_go_under_them(
     slack: FakeSlack, client: AsyncWebClient
 ) -> None:
     ts = await thread(slack)
-    stop = {"type": "actions", "elements": [{"type": "button", "action_id": "stop", "text": {}}]}
+    button = {"type": "button", "action_id": "stop", "text": {"type": "plain_text", "text": "Stop"}}
+    stop = {"type": "actions", "block_id": "run", "elements": [button]}
     stream_ts = await start(client, ts, chunks=[{"type": "blocks", "blocks": [stop]}])
-    feedback = {"type": "context_actions", "elements": [{"type": "feedback_buttons"}]}
+    same_id = client.chat_stopStream(
+        channel=CHANNEL, ts=stream_ts, blocks=[{**FEEDBACK, "block_id": "run"}]
+    )
+    assert await error_of(same_id) == "invalid_blocks"  # block_ids are the message's
+    bad = {**FEEDBACK, "elements": [{"type": "feedback_buttons"}]}
+    assert await error_of(client.chat_stopStream(channel=CHANNEL, ts=stream_ts, blocks=[bad])) == (
+        "invalid_blocks"
+    )
     await client.chat_stopStream(
-        channel=CHANNEL, ts=stream_ts, markdown_text="Done.", blocks=[feedback]
+        channel=CHANNEL, ts=stream_ts, markdown_text="Done.", blocks=[FEEDBACK]
     )
     blocks = slack.find_message(CHANNEL, stream_ts)["blocks"]
     assert [b["type"] for b in blocks] == ["actions", "markdown", "context_actions"]
@@ -186,3 +234,32 @@ async def test_rate_tiers_answer_429_with_retry_after() -> None:
         await client.chat_postMessage(channel="C0OTHER01", text="another channel is free")
         status = client.assistant_threads_setStatus(channel_id=CHANNEL, thread_ts=ts, status="x")
         assert (await status)["ok"]  # no published limit: not limited
+
+
+async def test_a_streaming_message_cannot_be_edited(
+    slack: FakeSlack, client: AsyncWebClient
+) -> None:
+    ts = await thread(slack)
+    stream_ts = await start(client, ts, markdown_text="half")
+    edit = client.chat_update(channel=CHANNEL, ts=stream_ts, text="whole")
+    assert await error_of(edit) == "streaming_state_conflict"
+    assert slack.find_message(CHANNEL, stream_ts)["text"] == "half"
+    await client.chat_stopStream(channel=CHANNEL, ts=stream_ts)
+    await client.chat_update(channel=CHANNEL, ts=stream_ts, text="whole")
+    assert slack.find_message(CHANNEL, stream_ts)["text"] == "whole"
+
+
+async def test_slacks_own_stop_ends_the_stream(slack: FakeSlack, client: AsyncWebClient) -> None:
+    ts = await thread(slack)
+    stream_ts = await start(client, ts, markdown_text="so far")
+    slack.press_stop(CHANNEL, stream_ts, user="U0HUMAN02")
+    append = client.chat_appendStream(channel=CHANNEL, ts=stream_ts, markdown_text=" more")
+    assert await error_of(append) == "stopped_by_user"
+    stop = client.chat_stopStream(channel=CHANNEL, ts=stream_ts, markdown_text=" end")
+    assert await error_of(stop) == "message_not_in_streaming_state"
+    stream = slack.streams[stream_ts]
+    assert stream.stopped_by_user == "U0HUMAN02" and stream.text == "so far"
+    assert not slack.streaming(stream_ts)
+    await client.chat_update(channel=CHANNEL, ts=stream_ts, text="edited after")  # no conflict
+    with pytest.raises(LookupError):
+        slack.press_stop(CHANNEL, stream_ts)  # already ended

@@ -114,6 +114,7 @@ async def test_complete_upload_wants_a_thread_parent(
 
     assert errors == ["invalid_thread_ts", "invalid_thread_ts"]
     assert into_lone["ok"] and slack.uploads[file_id].thread_ts == lone["ts"]
+    await slack.wait_for(lambda: slack.uploads[file_id].shared_ts)
     assert slack.thread(CHANNEL, lone["ts"])[-1]["files"][0]["id"] == file_id
 
 

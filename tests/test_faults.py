@@ -54,8 +54,8 @@ async def test_slack_disconnect_mid_run_and_triple_redelivery(
 async def test_slack_429s_on_chat_and_file_calls_and_a_failed_upload(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot("local", one_step, sandbox_root, monkeypatch) as h:
-        h.slack.fail_next("chat.update", 2)
+    async with running_bot("local", one_step, sandbox_root, monkeypatch, slack_ui="classic") as h:
+        h.slack.fail_next("chat.update", 2)  # the classic UI's step edits
         h.slack.fail_next("files.getUploadURLExternal", 1)
         first = await h.slack.post_user_message(CHANNEL, "go", mention=True)
         await h.slack.wait_for(

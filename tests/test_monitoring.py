@@ -188,8 +188,9 @@ async def test_failures_are_counted_by_service(
 ) -> None:
     port = free_port()
     async with running_bot(
-        "local", one_tool_call, sandbox_root, monkeypatch, metrics_port=port, **LOCAL
-    ) as h:
+        "local", one_tool_call, sandbox_root, monkeypatch, metrics_port=port, **LOCAL,
+        slack_ui="classic",  # its :eyes: reaction, which Slack refuses
+    ) as h:  # fmt: skip
         h.slack.fail_next("reactions.add", 1, status=200, error="too_many_reactions")
         h.model.fail_next(1, http_error(401, "authentication_error"))
         message = await h.slack.post_user_message(CHANNEL, "what is 6 * 7?", mention=True)

@@ -11,10 +11,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.events import RunFinished, ToolCallStarted
 from bot.agent.usage import Usage
+from bot.sessions.events import OutputsReady, RunStarted
 from bot.slack.agent_threads import STATUS, AgentThreads
 from bot.slack.agent_view import AgentRun
 from bot.slack.poster import SlackPoster
 from bot.slack.threads import ThreadRef
+from bot.slack.view import SlackView
 from tests.fakes.slack_api import FakeSlack
 
 CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"
@@ -71,6 +73,36 @@ async def test_a_wait_for_slacks_rate_limits_is_shown(slack: FakeSlack) -> None:
     [stream] = slack.streams.values()
     assert stream.stopped and "Done." in stream.text
     assert not slack.rate_limited()
+
+
+async def report_files():
+    async def content():
+        yield b"# Report\n"
+
+    for name in ("report.md", "a.csv", "b.csv"):
+        yield name, content()
+
+
+async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) -> None:
+    """Files are shared a moment after their upload, and a share is no reply that clears
+    the thread's status: a wait shown there for the upload is cleared by the bot."""
+    threads, ref = thread_of(slack, rate_scale=1.0)
+    for _ in range(19):  # other threads took the burst of uploads (Tier 4)
+        await threads.poster.pacer.take("files.upload")
+    view = SlackView(threads.poster, ref, 1.0, threads, asker=lambda run_id: _human())
+    await view(RunStarted("run-1", "how many?", 1.0))
+    await view(STEP)
+    await view(DONE)
+    await view(OutputsReady(report_files))
+    shared = lambda: [u for u in slack.uploads.values() if u.shared_ts]  # noqa: E731
+    await slack.wait_for(lambda: len(shared()) == 3)
+
+    assert any(s.loading_messages[0].startswith("Wait") for s in slack.statuses if s.status)
+    assert slack.thread_status(CHANNEL, ref.ts) == ""
+
+
+async def _human() -> str:
+    return HUMAN
 
 
 def waiting(slack: FakeSlack) -> list:

@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 from pathlib import Path
+
+from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
 
 from bot.slack.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
-from tests.slack_harness import CHANNEL, running_bot
+from tests.slack_harness import CHANNEL, REAL_TIERS, running_bot
 from tests.test_slack_e2e import mention_with_csv
 
 NUMBERS = ("1,402,617,695", "1,411,100,000", "213,996,181")
@@ -37,6 +40,22 @@ def slowly(model, delay_s: float):
     return lambda req: dataclasses.replace(model(req), delay_s=delay_s)
 
 
+def sdk_shaped(slack) -> list:
+    """Every chunk the bot streamed, each as slack_sdk's own model of it would send it: a
+    task_update missing its id, title or status cannot be built (TypeError)."""
+    chunks = [
+        chunk
+        for method in ("chat.startStream", "chat.appendStream", "chat.stopStream")
+        for call in slack.calls_to(method)
+        for chunk in call.args.get("chunks") or []
+    ]
+    for chunk in chunks:
+        fields = {k: v for k, v in chunk.items() if k != "type"}
+        model = TaskUpdateChunk(**fields) if chunk["type"] == "task_update" else Chunk.parse(chunk)
+        assert model is not None and model.to_dict() == chunk, chunk
+    return chunks
+
+
 async def feedback_on(h, thread: str) -> list:
     """The thread's recorded feedback, once there is some (or after 10 s)."""
     store = SqliteStore(h.settings.store_path)
@@ -54,9 +73,8 @@ async def feedback_on(h, thread: str) -> list:
 async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     backend: str, sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot(
-        backend, population_analyst, sandbox_root, monkeypatch, slack_ui="agent"
-    ) as h:
+    """The default UI at Slack's own rate tiers (the fake's and the bot's pacing at 1x)."""
+    async with running_bot(backend, population_analyst, sandbox_root, monkeypatch, REAL_TIERS) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
         await h.slack.wait_for(lambda: h.slack.uploads)
@@ -64,6 +82,9 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
         await h.slack.click_button(answer, "feedback", user="U0HUMAN02", value="bad")
         ratings = await feedback_on(h, thread)
 
+    chunks = sdk_shaped(h.slack)
+    assert sum(c["type"] == "task_update" for c in chunks) >= 5  # the file, each step
+    assert not [c for c in h.slack.calls if c.error]
     first = h.slack.statuses[0]
     assert (first.status, first.loading_messages) == (STATUS, (f"Reading {CSV}…",))
     assert h.slack.thread_status(CHANNEL, thread) == ""  # the streamed reply cleared it
@@ -103,6 +124,30 @@ async def test_a_slow_run_shows_each_step_as_it_goes(sandbox_root: Path, monkeyp
     assert all(gap >= 1.9 for gap in gaps), gaps  # coalesced: one call every 2 s at most
 
 
+def long_step(req: ModelRequest) -> Reply:
+    if req.turn == 0:
+        code = "import time\ntime.sleep(3)\nprint('slept')"
+        return Reply([tool_use("run_code", {"language": "python", "code": code})])
+    return Reply([text("Done sleeping.")])
+
+
+async def test_a_long_steps_end_is_streamed_whole(sandbox_root: Path, monkeypatch) -> None:
+    """A step outlasting a flush ends in a later call than it began; that task_update still
+    carries its title, so Slack takes it, and the stop with the footer and feedback."""
+    async with running_bot("local", long_step, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "sleep?", mention=True))["ts"]
+        await h.wait_for_text(thread, "2 turns")
+
+    [answer] = visible(h, thread)
+    stream = h.slack.streams[answer["ts"]]
+    assert stream.stopped and not [(c.method, c.error) for c in h.slack.calls if c.error]
+    updates = [c for c in sdk_shaped(h.slack) if c["type"] == "task_update"]
+    assert [u["status"] for u in updates] == ["in_progress", "complete"]
+    [task] = stream.tasks.values()
+    assert task["title"] == "Step 1 · python: import time" and "slept" in task["output"]
+    assert "Done sleeping." in answer["text"] and "context_actions" in str(answer["blocks"])
+
+
 async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> None:
     model = slowly(population_analyst, 1.0)
     async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
@@ -117,6 +162,30 @@ async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> 
     assert h.slack.streams[live["ts"]].stopped
     assert "already ended" in h.slack.ephemerals[0]["text"]
     assert h.slack.ephemerals[0]["user"] == "U0HUMAN03"
+
+
+async def test_slacks_own_stop_stops_the_run(sandbox_root: Path, monkeypatch, caplog) -> None:
+    """A person pressing Slack's stop on the streamed message wants the run stopped: it
+    ends as stopped, the model is asked no more, and the thread says so, without a
+    traceback or a warning."""
+    model = slowly(population_analyst, 1.0)
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: streamed(h, thread), 20)
+        [live] = streamed(h, thread)
+        h.slack.press_stop(CHANNEL, live["ts"], user="U0HUMAN02")
+        [(_, outcome)] = await h.wait_for_runs(thread, 1)
+        await h.wait_for_text(thread, "Stopped")
+        asked = len(h.model.requests)
+
+    assert outcome == "stopped" and asked <= 2
+    refused = [c.error for c in h.slack.calls if c.method.endswith("Stream") and c.error]
+    assert set(refused) <= {"stopped_by_user"} and len(refused) <= 1
+    assert h.slack.streams[live["ts"]].stopped_by_user == "U0HUMAN02"
+    *_, note = visible(h, thread)  # the stream is ended: the note comes after it
+    assert note["ts"] != live["ts"] and note["text"].startswith(":octagonal_sign: Stopped.")
+    mine = [r for r in caplog.records if r.name.startswith("bot") and r.levelno >= logging.WARNING]
+    assert not mine, caplog.text  # (the fake model may log the cancelled request)
 
 
 async def test_stream_expiry_mid_run_loses_no_text(sandbox_root: Path, monkeypatch) -> None:

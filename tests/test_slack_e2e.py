@@ -7,9 +7,10 @@ from pathlib import Path
 
 from tests.fakes.anthropic_api import Reply, http_error, text, tool_use
 from tests.scripts import population_analyst
-from tests.slack_harness import CHANNEL, running_bot
+from tests.slack_harness import CHANNEL, REAL_TIERS, running_bot
 from tests.support import POPULATION_CSV
 
+CLASSIC = {"slack_ui": "classic"}  # for tests of the classic rendering
 QUESTION = "which three countries grew most from 2000 to 2020? exclude aggregates"
 
 
@@ -22,12 +23,15 @@ async def mention_with_csv(h, question: str = QUESTION) -> str:
 async def test_mention_with_csv_answers_with_progress_and_report(
     backend: str, sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot(backend, population_analyst, sandbox_root, monkeypatch) as h:
+    """The classic UI at Slack's own rate tiers (the fake's and the bot's pacing at 1x)."""
+    async with running_bot(
+        backend, population_analyst, sandbox_root, monkeypatch, REAL_TIERS, **CLASSIC
+    ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
-        await h.slack.wait_for(
-            lambda: any(u.filename == "report.md" for u in h.slack.uploads.values())
-        )
+        # Slack shares an upload a moment after it completes: wait for it in the thread
+        shared = lambda: [u for u in h.slack.uploads.values() if u.shared_ts]  # noqa: E731
+        await h.slack.wait_for(lambda: any(u.filename == "report.md" for u in shared()))
         texts = h.texts(thread)
         calls = h.slack.method_counts()
 
@@ -50,6 +54,8 @@ async def test_mention_with_csv_answers_with_progress_and_report(
     assert "import polars" in texts and "ModuleNotFoundError" in texts
     report = next(u for u in h.slack.uploads.values() if u.filename == "report.md")
     assert b"1,057,922,733" in report.content and report.thread_ts == thread
+    share = h.slack.find_message(CHANNEL, report.shared_ts)
+    assert share is not None and share["thread_ts"] == thread
     assert calls["auth.test"] >= 1 and calls["chat.postMessage"] >= 6
     assert h.sandboxes_alive() == 1  # kept at shutdown, for the next start
     # The file came through Slack's CDN redirect, which never saw the bot token.
@@ -106,7 +112,7 @@ async def test_stop_button_cancels_the_run(backend: str, sandbox_root: Path, mon
             return Reply([tool_use("run_code", {"language": "bash", "code": "sleep 60"})])
         return Reply([text("should not get here")])
 
-    async with running_bot(backend, script, sandbox_root, monkeypatch) as h:
+    async with running_bot(backend, script, sandbox_root, monkeypatch, **CLASSIC) as h:
         message = await h.slack.post_user_message(CHANNEL, "wait a minute", mention=True)
         thread = message["ts"]
         await h.wait_for_text(thread, "Step 1")
@@ -223,7 +229,7 @@ async def test_rate_limits_model_errors_and_joined_questions(
             await gate.wait()  # hold the run while more questions arrive
         return Reply([text(f"answer to: {question}")])
 
-    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+    async with running_bot("local", script, sandbox_root, monkeypatch, **CLASSIC) as h:
         h.slack.fail_next("chat.postMessage", 2)  # 429 with Retry-After: 1, twice
         message = await h.slack.post_user_message(CHANNEL, "first", mention=True)
         thread = message["ts"]

@@ -13,6 +13,7 @@ from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, running_bot
 from tests.support import POPULATION_CSV
 
+CLASSIC = {"slack_ui": "classic"}  # tests whose timing is the classic UI's
 ELSEWHERE, OTHER = "C0ELSE001", "C0OTHER01"
 
 
@@ -59,7 +60,7 @@ async def test_a_bot_removed_mid_run_stops_the_run_and_says_so_once(
             await gate.wait()  # the bot is taken out of the channel meanwhile
         return Reply([tool_use("run_code", {"language": "python", "code": f"print({req.turn})"})])
 
-    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+    async with running_bot("local", script, sandbox_root, monkeypatch, **CLASSIC) as h:
         thread = (await h.slack.post_user_message(CHANNEL, "go", mention=True))["ts"]
         await h.wait_for_text(thread, "Step 1")
         await h.slack.wait_for(lambda: len(h.model.requests) == 2)  # step 1 ran
@@ -76,6 +77,33 @@ async def test_a_bot_removed_mid_run_stops_the_run_and_says_so_once(
     assert f"channel {CHANNEL}" in gone[0].getMessage() and "Invite the bot back" in gone[0].message
     assert not [r for r in caplog.records if r.getMessage() == "a run failed"]  # no crash
     assert message["ts"] in {m.get("thread_ts") for m in h.slack.messages[OTHER]}
+
+
+async def test_a_bot_removed_mid_run_stops_its_streamed_run(
+    sandbox_root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The agent UI streams in the background: Slack's not_in_channel to a stream call
+    stops the run at its next step, as a refused post does in the classic UI."""
+    gate = asyncio.Event()
+
+    async def script(req: ModelRequest) -> Reply:
+        if req.turn:
+            await gate.wait()
+        code = f"print({req.turn})"
+        return Reply([tool_use("run_code", {"language": "python", "code": code})], delay_s=0.3)
+
+    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "go", mention=True))["ts"]
+        await h.slack.wait_for(lambda: h.slack.streams)
+        h.slack.remove_bot(CHANNEL)
+        gate.set()
+        runs = await h.wait_for_runs(thread, 1)
+
+    assert runs == [("go", "failed")]
+    assert len(h.model.requests) < h.settings.max_turns  # stopped, not run out
+    gone = [r for r in caplog.records if r.name == "bot.slack.view"]
+    assert [r.levelname for r in gone] == ["WARNING"] and "Invite the bot back" in gone[0].message
+    assert not [r for r in caplog.records if r.getMessage() == "a run failed"]  # no crash
 
 
 async def test_a_slack_connect_stub_file_is_looked_up_then_fetched_through_the_cdn(
@@ -104,7 +132,7 @@ async def test_the_bots_own_messages_come_back_and_are_not_answered(
             return Reply([tool_use("run_code", {"language": "python", "code": "print(6 * 7)"})])
         return Reply([text("It is 42.")])
 
-    async with running_bot("local", script, sandbox_root, monkeypatch) as h:
+    async with running_bot("local", script, sandbox_root, monkeypatch, **CLASSIC) as h:
         thread = (await h.slack.post_user_message(CHANNEL, "6 times 7?", mention=True))["ts"]
         await h.wait_for_text(thread, "It is 42.")
         again = await h.slack.post_user_message(CHANNEL, "and again?", thread_ts=thread)

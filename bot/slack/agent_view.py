@@ -40,12 +40,13 @@ class AgentRun:
         self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
         self._started = time.monotonic()
         self._refresh_s = refresh_s
-        self._steps: dict[str, int] = {}
+        self._steps: dict[str, str] = {}  # call id -> its task's title
         self._loading = ["Reading the question…"]
         self._notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
         self._classic: SlackProgress | None = None  # when the stream was refused mid-run
         self._refresher: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task | None = None  # the run's own task, to stop it
 
     @property
     def elapsed_s(self) -> float:
@@ -56,6 +57,8 @@ class AgentRun:
         showing = self._threads.status_showing(self._ref)
         if not showing and not await self._threads.set_status(self._ref, self._loading):
             return False
+        # RunStarted is shown from the run's own task, the one a Stop cancels
+        self._run_task = asyncio.current_task()
         held = self._threads.claim(self._ref.key)
         self._notes = [note.text for note in held]
         opening = [
@@ -64,7 +67,12 @@ class AgentRun:
             {"type": "blocks", "blocks": [render.stop_button(self._run_id)]},
         ]
         self._live = LiveMessage(
-            self._threads.poster, self._ref, self._user, opening, on_wait=self.waiting
+            self._threads.poster,
+            self._ref,
+            self._user,
+            opening,
+            on_wait=self.waiting,
+            on_stopped=self._stopped_in_slack,
         )
         if held:
             self._live.add([])  # the files are something to show already
@@ -72,6 +80,8 @@ class AgentRun:
         return True
 
     async def __call__(self, event: Event) -> None:
+        if self._stream.gone is not None:  # the bot left the channel: the view stops the run
+            raise self._stream.gone
         if self._classic is None and self._stream.refused:
             await self._go_classic()
         if self._classic is not None:
@@ -79,13 +89,14 @@ class AgentRun:
             return
         match event:
             case ToolCallStarted():
-                step = self._steps[event.call_id] = len(self._steps) + 1
-                self._loading = [render.step_title(step, event)]
+                step = len(self._steps) + 1
+                title = self._steps[event.call_id] = render.step_title(step, event)
+                self._loading = [title]
                 if self._stream.starting:  # not up yet: the status names the step meanwhile
                     await self._threads.set_status(self._ref, self._loading)
                 self._stream.add([render.task_started(step, event)])
             case ToolCallFinished() if event.call_id in self._steps:
-                self._stream.add([render.task_finished(event)])
+                self._stream.add([render.task_finished(self._steps[event.call_id], event)])
             case RunFinished():
                 await self._end()
                 footer = render.context(render.footer(event, self.elapsed_s))
@@ -119,6 +130,19 @@ class AgentRun:
             self._live.abandon()
         if self._classic is not None:
             self._classic.abandon()
+
+    async def uploaded(self) -> None:
+        """The run's files are on their way: a wait shown for them goes from the status
+        (their share is no reply that clears it)."""
+        if self._threads.status_showing(self._ref):
+            await self._threads.clear_status(self._ref)
+
+    def _stopped_in_slack(self) -> None:
+        """Someone pressed Slack's own stop on the streamed message: they want the run
+        stopped, as the Stop button stops it (the engine then shows it stopped)."""
+        if self._run_task is not None and not self._run_task.done():
+            log.info("run %s stopped from Slack's stop on its message", self._run_id)
+            self._run_task.cancel()
 
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""

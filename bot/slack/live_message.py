@@ -6,7 +6,9 @@ together, the first with the stream's start, then at most one call every `every_
 the answer in chat.stopStream. A run that ends before its stream could start (Tier 2 allows
 20 starts a minute per workspace) is answered in a plain message instead.
 
-Slack may end a stream early (`message_not_in_streaming_state`), and a message holds
+Someone may press Slack's own stop on the message: the next call answers
+`stopped_by_user`, and `on_stopped` hears of it. Slack may end a stream early
+(`message_not_in_streaming_state`), and a message holds
 12,000 characters of markdown, so what does not fit continues in ordinary messages after
 it; no text of the answer is lost.
 """
@@ -25,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import markdown_split
 from bot.slack.agent_threads import REFUSALS
 from bot.slack.pacing import OnWait
-from bot.slack.poster import SlackPoster
+from bot.slack.poster import GONE, SlackPoster
 from bot.slack.threads import ThreadRef
 
 log = logging.getLogger(__name__)
@@ -47,12 +49,14 @@ class LiveMessage:
         *,
         every_s: float = FLUSH_EVERY_S,
         on_wait: OnWait | None = None,
+        on_stopped: Callable[[], None] | None = None,
     ) -> None:
         self._poster, self._ref, self._recipient = poster, ref, recipient
-        self._every_s, self._on_wait = every_s, on_wait
+        self._every_s, self._on_wait, self._on_stopped = every_s, on_wait, on_stopped
         self.ts: str | None = None
         self.open = False  # the stream takes chunks
         self.refused: str | None = None  # the workspace's error, when it refused the stream
+        self.gone: SlackApiError | None = None  # Slack's answer: the bot left the channel
         self._queue: list[Chunk] = list(opening)
         self._last = 0.0  # when the last call went out
         self._flusher: asyncio.Task[None] | None = None
@@ -134,6 +138,10 @@ class LiveMessage:
             error = str(exc.response.get("error"))
             if self.ts is None and error in REFUSALS:
                 self.refused = error
+            elif error == "stopped_by_user" and self._on_stopped is not None:
+                self._on_stopped()  # someone pressed Slack's own stop on the message
+            elif error in GONE:
+                self.gone = exc  # for the run's next event to raise (see AgentRun)
             else:
                 _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False

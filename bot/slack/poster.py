@@ -122,11 +122,12 @@ class SlackPoster:
         files: list[dict[str, Any]],
         on_wait: OnWait | None = None,
     ) -> None:
-        """Attach files to a thread (files_upload_v2), their contents scrubbed."""
+        """Attach files to a thread (files_upload_v2), their contents scrubbed. Slack shares
+        them a moment later, and its answer names no message: this is no reply of ours
+        that would clear the thread's status."""
         await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
         clean = [{**f, "content": self.scrub.bytes(f["content"])} for f in files]
         await self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
-        self._reply(channel, thread_ts)
 
     async def set_status(
         self, channel: str, thread_ts: str, status: str, loading: list[str] | None = None

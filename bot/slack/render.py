@@ -11,6 +11,7 @@ from bot.slack import markdown_split
 SECTION_MAX = 3000  # characters in a section block's text
 CODE_MAX = 2400
 EXCERPT_MAX = 600
+CUT_NOTE_MAX = 48  # clip's "[… N characters cut …]" and its line breaks
 STOP_ACTION = "stop_run"
 CONTINUE_ACTION = "continue_run"
 
@@ -20,17 +21,32 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def fit(text: str, limit: int) -> str:
+    """`clip`, but at most `limit` characters all told: Slack refuses a block over its
+    limit, and clip's note on what it cut comes on top of what it keeps."""
+    if len(text) <= limit:
+        return text
+    clipped = clip(text, max(0, limit - CUT_NOTE_MAX))
+    return clipped if len(clipped) <= limit else clipped[:limit]
+
+
 def code_block(text: str, limit: int) -> str:
-    body = escape(clip(text.rstrip() or " ", limit)).replace("```", "`\u200b``")
-    return f"```{body}```"
+    """`text` as a code block of at most `limit` characters, fences included, escaped (which
+    can make it longer: the raw text is cut further until it fits)."""
+    raw, keep = text.rstrip() or " ", limit - 6
+    while True:
+        body = escape(fit(raw, keep)).replace("```", "`\u200b``")
+        if len(body) <= limit - 6 or keep <= 0:
+            return f"```{body[: limit - 6]}```"
+        keep -= len(body) - (limit - 6)
 
 
 def section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, SECTION_MAX)}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": fit(text, SECTION_MAX)}}
 
 
 def context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, 1900)}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": fit(text, 1900)}]}
 
 
 def tool_started(step: int, event: ToolCallStarted) -> tuple[str, list[dict[str, Any]]]:
@@ -144,9 +160,12 @@ def task_started(step: int, event: ToolCallStarted) -> dict[str, Any]:
     return {**chunk, "status": "in_progress", **({"details": details} if details else {})}
 
 
-def task_finished(event: ToolCallFinished) -> dict[str, Any]:
+def task_finished(title: str, event: ToolCallFinished) -> dict[str, Any]:
+    """A task's end. Slack wants every task_update whole (id, title, status), so the
+    title it started with goes again."""
     ok = event.status in ("ok", "running")
-    chunk = {"type": "task_update", "id": event.call_id, "status": "complete" if ok else "error"}
+    status = "complete" if ok else "error"
+    chunk = {"type": "task_update", "id": event.call_id, "title": title, "status": status}
     output = clip(event.excerpt.rstrip(), EXCERPT_MAX)
     facts = f"{event.status} · {event.duration_s:.1f}s"
     return {**chunk, "output": f"{facts}\n{output}" if output else facts}

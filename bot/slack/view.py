@@ -220,8 +220,11 @@ class SlackView:
         if not agent and not any(u["filename"] == "report.md" for u in uploads):
             await self._say("_No report.md was written this time._")
         if uploads:
-            waiting = self._progress.waiting if agent else None
+            run = self._progress if isinstance(self._progress, AgentRun) else None
+            waiting = run.waiting if run else None
             await self._poster.upload(self._ref.channel, self._ref.ts, uploads, waiting)
+            if run is not None:
+                await run.uploaded()
         if self._finished.stop == "budget":
             note = f"I stopped at this run's budget of ${self._finished.budget_usd or 0:.2f}."
             await self._say(note, render.continue_button(note, self._ref.key, self._continue_usd))

@@ -6,7 +6,8 @@ Where the docs leave room, the fake picks one reading and keeps to it:
 - ``assistant.threads.setStatus`` needs an existing thread (else ``invalid_thread_ts``) and
   at most 10 ``loading_messages``. ``status=""`` clears the status, and so does the app
   posting in the thread: ``chat.postMessage`` or ``chat.startStream`` there (the docs say "it
-  auto-clears when the app posts a reply"; a stream is taken to be such a reply). The
+  auto-clears when the app posts a reply"; a stream is taken to be such a reply, an
+  upload's file share, which Slack posts itself a moment later, is not). The
   2-minute auto-clear is not modelled.
 - Streams in channels (ids starting C or G) need ``recipient_user_id`` and
   ``recipient_team_id``; in DMs they are optional.
@@ -14,14 +15,25 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   characters (``msg_too_long``). The streamed message as a whole holds at most 12,000
   characters of markdown too, like the markdown blocks of one message: the call that would
   pass it is ``msg_too_long``.
-- Chunks must have a known ``type``; a ``task_update`` needs an ``id``, a ``title`` the
-  first time its id is seen, and a ``status`` of pending, in_progress, complete or error
-  (else ``invalid_chunks``). A later ``task_update`` with a known id replaces the fields it
-  gives. Tasks may be added at any point; ``task_display_mode`` is fixed by
-  ``chat.startStream`` (later calls cannot change it).
+- Chunks must have a known ``type``. Every ``task_update`` carries an ``id``, a ``title``
+  and a ``status`` of pending, in_progress, complete or error, as slack_sdk's
+  ``TaskUpdateChunk`` requires all three, later updates of a task too; ``details`` and
+  ``output`` are strings and ``sources`` a list of ``url`` sources (else
+  ``invalid_chunks``). The doc gives no length limits for a task's fields; the fake takes
+  a title of at most 256 characters and details or output of at most 12,000 (a message's
+  markdown). A later ``task_update`` with a known id replaces the fields it gives. Tasks
+  may be added at any point; ``task_display_mode`` is fixed by ``chat.startStream`` (later
+  calls cannot change it).
 - ``stream_lifetime_s`` after its start, or once stopped, a stream answers
   ``message_not_in_streaming_state`` to ``chat.appendStream`` and ``chat.stopStream``; the
-  message stays as it was and ``chat.update`` can still edit it.
+  message stays as it was and ``chat.update`` can still edit it. While it streams,
+  ``chat.update`` on it is ``streaming_state_conflict`` (§6.1).
+- ``press_stop`` is a person pressing Slack's own stop on a streaming message: the stream
+  ends where it is, ``chat.appendStream`` then answers ``stopped_by_user`` (§7.4) and
+  ``chat.stopStream`` ``message_not_in_streaming_state`` (the doc names ``stopped_by_user``
+  for appendStream only; the stream is no longer streaming). The ``agent_session_stopped``
+  event that may come with it is not sent: the doc only infers the link, and the SDK does
+  not know the event.
 - The stored message's ``text`` is all its markdown; its blocks are a ``plan`` block of
   ``task_card``s (details and output kept as given, plain strings), the blocks of
   ``blocks`` chunks (they stay: stopping a stream does not take them away), a ``markdown``
@@ -49,6 +61,7 @@ from tests.fakes.slack_common import Json, SlackError
 MAX_MARKDOWN = 12_000
 MAX_LOADING_MESSAGES = 10
 MAX_PROMPTS = 4
+MAX_TASK_TITLE = 256  # the doc gives none; an assumption
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 DISPLAY_MODES = frozenset({"timeline", "plan"})
@@ -82,6 +95,7 @@ class Stream:
     blocks: list[Json] = field(default_factory=list)  # from `blocks` chunks
     final_blocks: list[Json] = field(default_factory=list)  # given to chat.stopStream
     calls: int = 0  # start, appends and stop
+    stopped_by_user: str = ""  # who pressed Slack's stop on it
 
 
 class AssistantFeatures:
@@ -124,6 +138,20 @@ class AssistantFeatures:
     def thread_status(self, channel: str, thread_ts: str) -> str:
         history = self.status_history(channel, thread_ts)
         return history[-1] if history else ""
+
+    def streaming(self, ts: str) -> bool:
+        """Is the message `ts` a stream that still takes chunks?"""
+        stream = self.streams.get(ts)
+        return stream is not None and not (stream.stopped or self._expired(stream))
+
+    # -- what people do
+
+    def press_stop(self, channel: str, ts: str, user: str = "U0HUMAN01") -> None:
+        """A person presses Slack's stop on a streaming message."""
+        stream = self.streams.get(ts)
+        if stream is None or stream.channel != channel or not self.streaming(ts):
+            raise LookupError(f"no message streaming at {channel}/{ts}")
+        stream.stopped, stream.stopped_by_user = True, user
 
     # -- methods
 
@@ -204,7 +232,7 @@ class AssistantFeatures:
         return {"channel": channel, "ts": stream.ts}
 
     def _append_stream(self, args: Json) -> Json:
-        stream, message = self._live_stream(args)
+        stream, message = self._live_stream(args, appending=True)
         if args.get("markdown_text") is None and not args.get("chunks"):
             raise SlackError("no_text")
         self._apply(stream, args)
@@ -212,12 +240,12 @@ class AssistantFeatures:
         return {"channel": stream.channel, "ts": stream.ts}
 
     def _stop_stream(self, args: Json) -> Json:
-        stream, message = self._live_stream(args)
+        stream, message = self._live_stream(args, appending=False)
         blocks = args.get("blocks")
         previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
         if blocks:
-            stream.final_blocks += self._checked_blocks(blocks)
+            stream.final_blocks += self._checked_blocks(blocks, _block_ids(stream))
         stream.stopped = True
         self._render(stream, message)
         self._echo(self._changed_event(stream.channel, message, previous))
@@ -229,20 +257,22 @@ class AssistantFeatures:
         if self.ai_refusal:
             raise SlackError(self.ai_refusal)
 
-    def _live_stream(self, args: Json) -> tuple[Stream, Any]:
+    def _live_stream(self, args: Json, *, appending: bool) -> tuple[Stream, Any]:
         self._refuse()
         channel = self._channel_arg(args)
         stream = self.streams.get(str(args.get("ts") or ""))
         message = self.find_message(channel, str(args.get("ts") or ""))
         if stream is None or message is None or stream.channel != channel:
             raise SlackError("message_not_found")
-        expired = (
-            self.stream_lifetime_s is not None
-            and time.monotonic() - stream.started > self.stream_lifetime_s
-        )
-        if stream.stopped or expired:
+        if stream.stopped_by_user and appending:
+            raise SlackError("stopped_by_user")
+        if stream.stopped or self._expired(stream):
             raise SlackError("message_not_in_streaming_state")
         return stream, message
+
+    def _expired(self, stream: Stream) -> bool:
+        lifetime = self.stream_lifetime_s
+        return lifetime is not None and time.monotonic() - stream.started > lifetime
 
     def _apply(self, stream: Stream, args: Json) -> None:
         """Check a call's markdown and chunks, then add them to the stream, in order."""
@@ -251,7 +281,7 @@ class AssistantFeatures:
             raise SlackError("invalid_chunks")
         markdown = args.get("markdown_text")
         pieces = [{"type": "markdown_text", "text": str(markdown)}] if markdown else []
-        pieces += [_checked_chunk(c, stream) for c in chunks]
+        pieces += [_checked_chunk(c) for c in chunks]
         added = sum(len(p["text"]) for p in pieces if p["type"] == "markdown_text")
         if added > MAX_MARKDOWN or len(stream.text) + added > MAX_MARKDOWN:
             raise SlackError("msg_too_long")
@@ -272,7 +302,7 @@ class AssistantFeatures:
         message["blocks"] = blocks + stream.final_blocks
 
 
-def _checked_chunk(chunk: Any, stream: Stream) -> Json:
+def _checked_chunk(chunk: Any) -> Json:
     if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
         raise SlackError("invalid_chunks")
     kind = chunk["type"]
@@ -282,15 +312,34 @@ def _checked_chunk(chunk: Any, stream: Stream) -> Json:
         raise SlackError("invalid_chunks")
     if kind == "blocks" and not isinstance(chunk.get("blocks"), list):
         raise SlackError("invalid_chunks")
-    if kind == "task_update":
-        task_id = chunk.get("id")
-        if not isinstance(task_id, str) or not task_id:
-            raise SlackError("invalid_chunks")
-        if task_id not in stream.tasks and not chunk.get("title"):
-            raise SlackError("invalid_chunks")
-        if chunk.get("status") not in TASK_STATUSES:
-            raise SlackError("invalid_chunks")
+    if kind == "task_update" and not _task_ok(chunk):
+        raise SlackError("invalid_chunks")
     return chunk
+
+
+def _block_ids(stream: Stream) -> frozenset[str]:
+    """The block_ids the streamed message has so far: a new one must differ."""
+    return frozenset(b["block_id"] for b in stream.blocks + stream.final_blocks if "block_id" in b)
+
+
+def _task_ok(chunk: Json) -> bool:
+    """A task_update as slack_sdk's TaskUpdateChunk has it: id, title and status always."""
+    task_id, title = chunk.get("id"), chunk.get("title")
+    if not (isinstance(task_id, str) and task_id and isinstance(title, str) and title.strip()):
+        return False
+    if len(title) > MAX_TASK_TITLE or chunk.get("status") not in TASK_STATUSES:
+        return False
+    for key in ("details", "output"):
+        value = chunk.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_MARKDOWN):
+            return False
+    sources = chunk.get("sources")
+    if sources is None:
+        return True
+    return isinstance(sources, list) and all(
+        isinstance(s, dict) and s.get("type") == "url" and isinstance(s.get("url"), str)
+        for s in sources
+    )
 
 
 def _add(stream: Stream, chunk: Json, checked_blocks: Any) -> None:
@@ -300,7 +349,7 @@ def _add(stream: Stream, chunk: Json, checked_blocks: Any) -> None:
         case "plan_update":
             stream.plan_title = chunk["title"]
         case "blocks":
-            stream.blocks += checked_blocks(chunk["blocks"])
+            stream.blocks += checked_blocks(chunk["blocks"], _block_ids(stream))
         case "task_update":
             task = stream.tasks.setdefault(chunk["id"], {"task_id": chunk["id"]})
             keep = ("title", "status", "details", "output", "sources")

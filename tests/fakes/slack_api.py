@@ -23,9 +23,9 @@ missing token is ``not_authed`` and a wrong one ``invalid_auth``; the bot is in 
 conversation unless a test takes it out (slack_members.py: ``not_in_channel``, and no events
 from there); file downloads redirect to a CDN on another host (slack_cdn.py); acks are
 shape-checked (slack_socket.py). The bot's own posts, edits and deletions come back to it
-as events, as they do in a real channel (``echo_bot_events``, on by default). For
-convenience a file share lands in its thread at once (Slack posts it a moment after the
-upload completes).
+as events, as they do in a real channel (``echo_bot_events``, on by default). An upload's
+share lands in its thread a moment after ``files.completeUploadExternal`` answers
+(``share_delay_s``), as Slack shares files asynchronously (slack_files.py).
 
 What a test left wrong is raised when the fake closes (after a test body that passed):
 malformed acks, and faults injected with ``fail_next`` that no call used up.
@@ -150,6 +150,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         stream_lifetime_s: float | None = None,
         ai_refusal: str | None = None,
         rate_limits: float | None = None,
+        share_delay_s: float = 0.2,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -167,6 +168,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.spread_events = spread_events  # envelopes to random connections (replicas)
         self.delivered_to: dict[str, int] = {}
         self.stream_lifetime_s = stream_lifetime_s  # then appendStream: not in streaming state
+        self.share_delay_s = share_delay_s  # an upload's share shows this much later
         self.ai_refusal = ai_refusal  # an error for the status and stream methods (slack_ai)
         # Slack's rate tiers, time sped up by this factor (slack_rates); None: no limits
         self.rate_limits = RateLimits(rate_limits) if rate_limits else None
@@ -200,6 +202,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self._event_attempts: dict[str, int] = {}
         self._last_us = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sharing: set[asyncio.Task[None]] = set()  # uploads' shares on their way
         self._runner: web.AppRunner | None = None
         self._methods: dict[str, Callable[[Json], Json]] = {
             "auth.test": self._auth_test,
@@ -422,6 +425,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
     def _chat_update(self, args: Json) -> Json:
         channel = self._channel_arg(args)
         message = self._bot_message_arg(channel, args.get("ts"), "cant_update_message")
+        if self.streaming(message["ts"]):
+            raise SlackError("streaming_state_conflict")
         content = message_content(args, required=False)
         metadata = message_metadata(args)
         if not content and metadata is None and "file_ids" not in args:

@@ -10,17 +10,12 @@ import string
 from typing import Any
 
 from tests.fakes.slack_common import Json, SlackError, json_arg, random_id
+from tests.fakes.slack_kit import block_problems
 
-MAX_BLOCKS = 50
+__all__ = ["block_problems", "checked_blocks", "message_content", "message_metadata"]
+
 MAX_TEXT = 40_000
-MAX_SECTION_TEXT = 3_000
-MAX_FIELD_TEXT = 2_000
-MAX_FIELDS = 10
-MAX_HEADER_TEXT = 150
-MAX_CONTEXT_ELEMENTS = 10
-MAX_ACTIONS_ELEMENTS = 25
 MAX_MARKDOWN = 12_000  # markdown_text, and all markdown blocks of one message together
-MAX_BLOCK_ID = 255
 MENTION_RE = re.compile(r"<@([A-Z0-9]+)>")
 
 
@@ -38,54 +33,6 @@ def rich_text(text: str) -> list[Json]:
             elements.append({"type": "text", "text": part})
     section = {"type": "rich_text_section", "elements": elements}
     return [{"type": "rich_text", "block_id": new_block_id(), "elements": [section]}]
-
-
-def _text_len(obj: Any) -> int:
-    return len(obj.get("text", "")) if isinstance(obj, dict) else 0
-
-
-def block_problems(blocks: list[Any]) -> list[str]:
-    """Block Kit violations, worded like Slack's ``response_metadata.messages``."""
-    problems: list[str] = []
-
-    def bad(path: str, what: str) -> None:
-        problems.append(f"[ERROR] {what} [json-pointer:/blocks{path}]")
-
-    if len(blocks) > MAX_BLOCKS:
-        bad("", f"no more than {MAX_BLOCKS} items allowed")
-    seen_ids: set[str] = set()
-    for i, block in enumerate(blocks):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            bad(f"/{i}", "missing required field: type")
-            continue
-        block_id = block.get("block_id")
-        if block_id is not None:
-            if len(str(block_id)) > MAX_BLOCK_ID:
-                bad(f"/{i}/block_id", f"must be less than {MAX_BLOCK_ID + 1} characters")
-            if block_id in seen_ids:
-                bad(f"/{i}/block_id", f"duplicate block_id: {block_id}")
-            seen_ids.add(block_id)
-        kind = block["type"]
-        if kind == "section":
-            if "text" not in block and "fields" not in block:
-                bad(f"/{i}", "must provide either text or fields")
-            if _text_len(block.get("text")) > MAX_SECTION_TEXT:
-                bad(f"/{i}/text/text", f"must be less than {MAX_SECTION_TEXT + 1} characters")
-            fields = block.get("fields") or []
-            if len(fields) > MAX_FIELDS:
-                bad(f"/{i}/fields", f"no more than {MAX_FIELDS} items allowed")
-            for j, item in enumerate(fields):
-                if _text_len(item) > MAX_FIELD_TEXT:
-                    bad(f"/{i}/fields/{j}/text", f"must be less than {MAX_FIELD_TEXT + 1} chars")
-        elif kind == "header" and _text_len(block.get("text")) > MAX_HEADER_TEXT:
-            bad(f"/{i}/text/text", f"must be less than {MAX_HEADER_TEXT + 1} characters")
-        elif kind == "context" and len(block.get("elements") or []) > MAX_CONTEXT_ELEMENTS:
-            bad(f"/{i}/elements", f"no more than {MAX_CONTEXT_ELEMENTS} items allowed")
-        elif kind == "actions" and len(block.get("elements") or []) > MAX_ACTIONS_ELEMENTS:
-            bad(f"/{i}/elements", f"no more than {MAX_ACTIONS_ELEMENTS} items allowed")
-        elif kind == "markdown" and not isinstance(block.get("text"), str):
-            bad(f"/{i}/text", "missing required field: text")
-    return problems
 
 
 def message_content(args: Json, *, required: bool) -> Json:
@@ -119,10 +66,12 @@ def message_content(args: Json, *, required: bool) -> Json:
     return out
 
 
-def checked_blocks(blocks: Any) -> list[Json]:
+def checked_blocks(blocks: Any, taken_ids: frozenset[str] = frozenset()) -> list[Json]:
+    """`blocks` as Slack stores them, or ``invalid_blocks`` saying what is wrong (slack_kit);
+    `taken_ids`: block_ids the message already has."""
     if not isinstance(blocks, list):
         raise SlackError("invalid_blocks_format")
-    if problems := block_problems(blocks):
+    if problems := block_problems(blocks, taken_ids):
         raise SlackError("invalid_blocks", response_metadata={"messages": problems})
     markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
     if markdown_total > MAX_MARKDOWN:

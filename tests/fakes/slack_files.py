@@ -15,10 +15,15 @@ Stricter than convenient, as Slack is:
   in that channel that is not itself a reply (else ``invalid_thread_ts``). The doc names no
   error for either; these are the fake's choices (``invalid_thread_ts`` is what Slack's
   assistant and stream methods answer for a bad ``thread_ts``).
+- Sharing is asynchronous (§5): ``files.completeUploadExternal`` answers ``files`` (id and
+  title, no message ``ts``) at once, and the share message (a ``file_share`` from the bot)
+  lands in the conversation ``share_delay_s`` later. ``UploadedFile.shared_ts`` is set
+  then; wait on it, not on the answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import mimetypes
 import secrets
@@ -53,6 +58,7 @@ class UploadedFile:
     initial_comment: str | None = None
     declared_length: int = 0  # `length` given to files.getUploadURLExternal
     alt_txt: str | None = None  # an image's description, given to files.getUploadURLExternal
+    shared_ts: str | None = None  # its share message, once Slack has posted it
 
 
 @dataclass
@@ -83,6 +89,9 @@ class FileFeatures:
     _files: dict[str, _StoredFile]
     _pending: dict[str, _PendingUpload]  # upload URL key -> upload
     cdn: FakeCdn | None  # where url_private_download redirects; None: no redirect
+    share_delay_s: float  # how long after completeUploadExternal a share shows
+    _tasks: set[asyncio.Task[None]]
+    _sharing: set[asyncio.Task[None]]
     # provided by FakeSlack
     find_message: Any
     _bot_fields: Any
@@ -151,7 +160,7 @@ class FileFeatures:
             upload.channel_id = channels[0] if channels else None
             upload.thread_ts, upload.initial_comment = thread_ts, comment
         for channel in channels:
-            self._share(channel, uploads, thread_ts, comment)
+            self._later(self._share, channel, uploads, thread_ts, comment)
         return {"files": [{"id": u.file_id, "title": u.title} for u in uploads]}
 
     def _check_parent(self, channel: str, thread_ts: str) -> None:
@@ -191,16 +200,33 @@ class FileFeatures:
         self.uploads[upload.file_id] = upload
         return upload
 
+    def shares_pending(self) -> int:
+        """Shares of completed uploads that have not landed yet."""
+        return sum(not t.done() for t in self._sharing)
+
+    def _later(self, share: Any, *args: Any) -> None:
+        async def run() -> None:
+            await asyncio.sleep(self.share_delay_s)
+            share(*args)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        self._sharing.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._sharing.discard)
+
     def _share(
         self, channel: str, uploads: list[UploadedFile], thread_ts: str | None, comment: Any
     ) -> None:
-        """The bot's file-share message, as completeUploadExternal leaves it."""
+        """The bot's file-share message, a moment after completeUploadExternal."""
         files = [copy.deepcopy(self._files[u.file_id].meta) for u in uploads]
         fields = self._bot_fields({"text": str(comment or "")})
         fields.update(files=files, upload=True, display_as_bot=False)
         if thread_ts:
             fields["thread_ts"] = thread_ts
         message = self._store(channel, fields)
+        for upload in uploads:
+            upload.shared_ts = upload.shared_ts or message["ts"]
         self._echo(self._as_event(message, subtype="file_share"))
 
     def _new_file(
