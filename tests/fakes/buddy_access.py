@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
 from tests.fakes.buddy_state import ApiError, RecordedRequest
+from tests.fakes.buddy_vm import VmError, VmGone
 
 DEFAULT_FAULT_MESSAGES = {
     429: "Too many requests",
@@ -130,11 +130,9 @@ async def as_buddy_answers(
         if err.status == 404:
             return error(404, f"Not found: {request.method} {request.path}")
         return error(err.status, err.reason)
-    except SandboxPathError as err:
-        return error(400, str(err))
-    except SandboxUnavailable:
+    except VmGone:
         return error(404, "Sandbox not found")
-    except SandboxError as err:
+    except VmError as err:
         return error(500, str(err))
 
 

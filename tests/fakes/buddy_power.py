@@ -17,6 +17,7 @@ from aiohttp import web
 
 from tests.fakes.buddy_bodies import empty_body
 from tests.fakes.buddy_state import ApiError, FakeSandbox, settle
+from tests.fakes.buddy_vm import result_of
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -79,10 +80,13 @@ class Power:
             sb.set_status("STOPPED")
 
     async def _halt(self, sb: FakeSandbox) -> None:
-        """End every process of the sandbox; its files stay."""
-        if sb.local is not None:
+        """End every process of the sandbox; its files stay. Its commands read FAILED from
+        now on, without the lag a command ending on its own has."""
+        if sb.vm is not None:
             await settle(sb.last_spawn)
-            await sb.local.stop_all()
+            await sb.vm.stop_all()
+        for cmd in sb.commands.values():
+            cmd.finish(result_of(cmd.process).exit_code)
 
     def _boot_again(self, sb: FakeSandbox, why: str) -> None:
         """-> STARTING; commands sent meanwhile are held until RUNNING (as at first boot)."""
