@@ -15,7 +15,9 @@ make namespaces of their own::
 Where the document is unsure the fake picks the behaviour that is harder on a client:
 missing paths give 400 "Path not find in browser", a malformed sandbox id gives 400
 "Invalid url", `setup_status` turns SUCCESS a moment before `status` turns RUNNING, and a
-finished command still reads INPROGRESS for `status_lag_s` after its log stream ends.
+finished command still reads INPROGRESS for `status_lag_s` after its log stream ends, and a
+sandbox whose disk is put back (made from a snapshot, or started after a stop) is RESTORING
+for `restore_delay_s` on its way to RUNNING.
 
 This module holds the server, its test helpers and the checks every request goes through;
 the routes live in `buddy_sandboxes`, `buddy_commands`, `buddy_files`, `buddy_power`
@@ -83,6 +85,7 @@ class FakeBuddy:
         project: str = "analytics",
         token: str = "buddy-test-token",
         boot_delay_s: float = 0.3,
+        restore_delay_s: float | None = None,
         repos: Mapping[str, Path] | None = None,
         exec_timeout_s: float = 60.0,
         inactivity_timeout_s: float | None = None,
@@ -95,6 +98,9 @@ class FakeBuddy:
         self.project = project
         self.token = token
         self.boot_delay_s = boot_delay_s
+        # RESTORING lasts this long (default: as long as the boot): a disk is being put back,
+        # from a snapshot or after a stop (see `buddy_power`).
+        self.restore_delay_s = boot_delay_s if restore_delay_s is None else restore_delay_s
         self.repos: dict[str, Path] = dict(repos or {})
         self.exec_timeout_s = exec_timeout_s  # the sync exec ceiling (60 s upstream)
         self.running_lag_s = 0.05  # setup SUCCESS/FAILED comes this long before RUNNING

@@ -1,7 +1,13 @@
 """A fake sandbox's first boot: its VM's disk, the fetch into /buddy/data (a clone made on
 the host, as Buddy's own fetch is no command of the user's), the snapshot's disk, the
 first boot commands; `setup_status` turns SUCCESS (or FAILED) a moment before `status`
-turns RUNNING."""
+turns RUNNING.
+
+A sandbox made from a snapshot is STARTING, then RESTORING while the snapshot's disk is
+put in place (and its first boot commands run), then RUNNING. The document lists
+RESTORING (§4.1) and the path `STARTING/RESTORING -> RUNNING` (§6.1, [INF]) without
+saying when; a restore from a snapshot is the plainest reading.
+"""
 
 from __future__ import annotations
 
@@ -43,10 +49,12 @@ class Boot:
             return False
         if sb.snapshot_id is not None:
             sb.boot_logs.append(f"Restoring snapshot {sb.snapshot_id}")
+            sb.set_status("RESTORING", "from a snapshot")
             snapshot = self.server.snapshots.get(sb.snapshot_id)
             if snapshot is None:
                 raise VmError(f"snapshot {sb.snapshot_id} was deleted")
             await self.server.snapshot_api.restore(snapshot, vm)
+            await asyncio.sleep(self.server.restore_delay_s)
         if sb.first_boot_commands:
             return await self._first_boot(sb, vm)
         return True

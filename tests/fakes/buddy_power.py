@@ -2,7 +2,10 @@
 and the stop Buddy makes on its own after `timeout` seconds without activity.
 
 A stop ends every process in the sandbox (commands report FAILED, as killed) and keeps its
-disk; a start brings it back to RUNNING without running the first boot commands again.
+disk; a start brings it back to RUNNING without running the first boot commands again,
+through RESTORING while its disk is attached again (STARTING -> RESTORING -> RUNNING; the
+document's state machine allows it, §6.1 [INF], and it is the harder case for a client). A
+restart of a running sandbox keeps its disk attached: STARTING -> RUNNING.
 Only a command's start counts as activity, the least the document promises.
 """
 
@@ -99,6 +102,9 @@ class Power:
         if halt:  # a restart of a running sandbox ends its processes first
             await self._halt(sb)
         await asyncio.sleep(self.server.boot_delay_s)
+        if not halt and not sb.gone:  # it was stopped: its disk comes back
+            sb.set_status("RESTORING", "disk attached again")
+            await asyncio.sleep(self.server.restore_delay_s)
         if not sb.gone:
             sb.boot_logs.append("Sandbox started")
             sb.set_status("RUNNING")
