@@ -4,6 +4,7 @@ and RESTORING on the way to RUNNING when a disk is put back."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -130,8 +131,10 @@ async def test_a_sandbox_made_from_a_snapshot_is_restoring_first(
     sid = await running(api)
     await sh(api, sid, "echo kept > /buddy/work/kept")
     snap = (await api.post(f"/sandboxes/{sid}/snapshots", json={})).json()["id"]
-    while (await api.get(f"/sandboxes/{sid}/snapshots/{snap}")).json()["status"] != "CREATED":
-        pass  # each GET is a round trip: polled, not slept
+    for _ in range(500):  # polled for a condition on the server
+        if (await api.get(f"/sandboxes/{sid}/snapshots/{snap}")).json()["status"] == "CREATED":
+            break
+        await asyncio.sleep(0.02)
     made = await api.post(
         "/sandboxes?project_name=analytics", json={"name": "copy", "snapshot_id": snap}
     )

@@ -87,10 +87,18 @@ def scope_error(scope: str) -> str:
 
 @dataclass
 class RateLimit:
-    """A fixed window of `limit` requests per `window_s` seconds, for one token."""
+    """A fixed window of `limit` requests per `window_s` seconds, for one token.
 
-    limit: int = 100_000
-    window_s: float = 60.0
+    Buddy publishes no figure (the sandbox notes, §6.6; its API FAQ only says support may
+    raise a limit on request). The one number in its docs is the sample answer of the API's
+    Hello World and overview pages (buddy.works/docs/api/getting-started/hello-world):
+    `X-Rate-Limit-Remaining: 999` after one request, a budget of 1000 requests, for an
+    unstated window. The default takes the stricter plausible reading: 1000 requests per
+    hour per token.
+    """
+
+    limit: int = 1000
+    window_s: float = 3600.0
     _start: float = 0.0
     _used: int = 0
 

@@ -111,7 +111,7 @@ class FakeBuddy:
         self.stop_delay_s = 0.05  # STOPPING lasts at least this long
         self.api_enabled = True
         self.scopes = set(scopes)  # the token's scopes
-        self.rate_limit = RateLimit()  # the token's; set `limit` and `window_s` to test 429s
+        self.rate_limit = RateLimit()  # the token's: 1000 requests an hour (see RateLimit)
         self.base_url = ""
         self.views = Views("", workspace, project)
         self.requests: list[RecordedRequest] = []
