@@ -8,8 +8,10 @@ What a command sees, as on a Buddy VM (buddy-sandbox-api.md §1, §5.15):
 * the machine's `/usr` and `/etc` read-only (the shadow files hidden), the user `buddy`
   (uid 1000) running `bash`; the machine's network; user namespaces of its own allowed
   (the bot's `unshare --net` relies on that);
-* its own PID namespace: when a command's main process ends, what it left running ends
-  too. A real VM keeps such processes; the fake is stricter there.
+* a PID namespace per command: when a command's main process ends, what it left running
+  ends too, and a terminate kills all of it. A real VM keeps such processes (§6.4: a long
+  build started by one command may go on, and be stopped with the sandbox), and what a
+  terminate signals there is not documented: the fake differs from Buddy here.
 There is no working `sudo` (the document promises passwordless sudo): a client that needs
 root for its own folders fails here first.
 """
@@ -53,6 +55,7 @@ class Process:
     stdout: bytearray = field(default_factory=bytearray)
     stderr: bytearray = field(default_factory=bytearray)
     readers: list[asyncio.Task[None]] = field(default_factory=list)
+    reaper: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     exit_code: int | None = None  # once done; 128 + signal when killed
 
@@ -126,7 +129,7 @@ class Vm:
             asyncio.create_task(_drain(proc.stderr, process.stderr)),
         ]
         self.processes.add(process)
-        asyncio.create_task(self._reap(process, script))  # noqa: RUF006 (kept in `processes`)
+        process.reaper = asyncio.create_task(self._reap(process, script))
         return process
 
     async def run(self, script: str, timeout_s: float = 60.0) -> Result:
@@ -163,12 +166,16 @@ class Vm:
         stdin = process.proc.stdin
         assert stdin is not None
         size = 0
-        with contextlib.suppress(ConnectionError):
-            async for chunk in chunks:
-                stdin.write(chunk)
-                size += len(chunk)
-                await stdin.drain()
-            stdin.close()
+        try:
+            with contextlib.suppress(ConnectionError):  # cat ended early: its exit code says
+                async for chunk in chunks:
+                    stdin.write(chunk)
+                    size += len(chunk)
+                    await stdin.drain()
+                stdin.close()
+        except BaseException:
+            process.kill()  # the body broke off: no cat left waiting for the rest
+            raise
         await process.done.wait()
         if process.exit_code != 0:
             raise VmError(process.stderr.decode(errors="replace").strip() or f"cannot write {path}")
