@@ -57,6 +57,8 @@ async def test_sandboxes_start_from_the_snapshot(sandbox_root: Path) -> None:
             result = await sandbox.run_code("bash", "cat /buddy/work/.tools/marker", 10)
             assert result.stdout.text == "ready\n"
             assert fake.sandboxes[sandbox.id].os == "ubuntu:22.04"  # the snapshot's
+            statuses = [status for _, status, _ in fake.sandboxes[sandbox.id].history]
+            assert statuses == ["STARTING", "RESTORING", "RUNNING"]  # waited through
             # the bot's own folders are made by its first boot, as on a new sandbox
             names = [entry.name for entry in await sandbox.list_dir("/buddy/work")]
             assert {"uploads", "out"} <= set(names)

@@ -398,6 +398,8 @@ async def test_upload_download_and_list(api: httpx.AsyncClient, sandbox: dict[st
     sid = sandbox["id"]
     data = os.urandom(3 << 20) + bytes([0, 1, 2, 0xFF, 0xFE, 0xFD])
     files = {"file": ("blob.bin", data, "application/octet-stream")}
+    # a new sandbox has /buddy/work, not the bot's folders in it
+    assert (await api.post(f"/sandboxes/{sid}/content/buddy/work/uploads")).status_code == 201
     uploaded = await api.post(
         f"/sandboxes/{sid}/content/upload/buddy/work/uploads/blob.bin", files=files
     )
@@ -436,7 +438,8 @@ async def test_upload_needs_an_existing_parent(
 
 async def test_download_a_folder_as_tar_gz(api: httpx.AsyncClient, sandbox: dict[str, Any]) -> None:
     sid = sandbox["id"]
-    await api.post(f"/sandboxes/{sid}/exec", json={"command": "echo hi > /buddy/work/out/a.txt"})
+    script = "mkdir /buddy/work/out && echo hi > /buddy/work/out/a.txt"
+    await api.post(f"/sandboxes/{sid}/exec", json={"command": script})
     response = await api.get(f"/sandboxes/{sid}/download/buddy/work/out")
     assert response.status_code == 200
     assert 'filename="out.tar.gz"' in response.headers["content-disposition"]

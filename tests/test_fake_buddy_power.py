@@ -71,7 +71,10 @@ async def test_inactivity_stops_the_sandbox_keeping_files_and_ending_processes(
     kept = await api.get(f"/sandboxes/{sid}/download/buddy/work/a.txt")
     assert kept.content == b"kept\n"
     statuses = [status for _, status, _ in buddy.sandboxes[sid].history]
-    assert statuses == ["STARTING", "RUNNING", "STOPPING", "STOPPED", "STARTING", "RUNNING"]
+    assert statuses == [
+        *("STARTING", "RUNNING", "STOPPING", "STOPPED"),
+        *("STARTING", "RESTORING", "RUNNING"),  # the disk is attached again
+    ]
 
 
 async def test_commands_postpone_the_stop(buddy: FakeBuddy, api: httpx.AsyncClient) -> None:

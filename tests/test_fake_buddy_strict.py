@@ -204,3 +204,18 @@ async def test_every_answer_carries_the_rate_limit_headers(
     assert limited.headers["x-rate-limit-remaining"] == "0"
     assert int(limited.headers["x-rate-limit-reset"]) == reset
     assert "retry-after" not in limited.headers
+
+
+async def test_the_default_limit_is_a_thousand_requests_an_hour(
+    buddy: FakeBuddy, api: httpx.AsyncClient
+) -> None:
+    """The only figure Buddy's docs show (a budget of 1000), read per hour, the stricter."""
+    first = await api.get(CREATE)
+    assert first.headers["x-rate-limit-limit"] == "1000"
+    assert first.headers["x-rate-limit-remaining"] == "999"
+    reset = int(first.headers["x-rate-limit-reset"])
+    assert time.time() + 3500 < reset <= time.time() + 3601
+    for _ in range(999):
+        assert (await api.get(CREATE)).status_code == 200
+    limited = await api.get(CREATE)
+    assert (limited.status_code, limited.headers["x-rate-limit-remaining"]) == (429, "0")

@@ -102,7 +102,10 @@ async def test_a_thread_resumes_on_its_stopped_sandbox(sandbox_root: Path, monke
         f"/workspaces/acme/sandboxes/{outcome.sandbox.id}/start"
     ]
     statuses = [status for _, status, _ in outcome.sandbox.history]
-    assert statuses == ["STARTING", "RUNNING", "STOPPING", "STOPPED", "STARTING", "RUNNING"]
+    assert statuses == [
+        *("STARTING", "RUNNING", "STOPPING", "STOPPED"),
+        *("STARTING", "RESTORING", "RUNNING"),  # waited through, disk attached again
+    ]
     # the model was told the files stayed and the processes did not
     second = next(r for r in h.model.requests if ASK_READ in question(r))
     assert STOPPED in second.last_user_text and STOPPED not in h.model.requests[0].last_user_text

@@ -1,10 +1,11 @@
 """A fake Buddy.Works Sandbox REST API server for tests.
 
 A real aiohttp server on 127.0.0.1 with the paths, JSON shapes and status codes of the
-Buddy Sandbox API notes (buddy-sandbox-api.md, §3-§7). Every fake sandbox is backed by a
-real local bubblewrap sandbox (`bot.sandbox.local`), so commands really run, isolated, and
-files really land. Like a Buddy VM, and unlike the bot's own local sandboxes, it shares
-this machine's network and lets commands make namespaces of their own::
+Buddy Sandbox API notes (buddy-sandbox-api.md, §3-§7). Every fake sandbox is a `buddy_vm.Vm`:
+a disk folder and bubblewrap containers of the fake's own (nothing of the bot's sandbox
+code), so commands really run, isolated, and files really land. Like a Buddy VM, and
+unlike the bot's own local sandboxes, it shares this machine's network and lets commands
+make namespaces of their own::
 
     async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as buddy:
         buddy.fail_next(2, method="GET", path=r"/commands/", status=503)
@@ -14,7 +15,9 @@ this machine's network and lets commands make namespaces of their own::
 Where the document is unsure the fake picks the behaviour that is harder on a client:
 missing paths give 400 "Path not find in browser", a malformed sandbox id gives 400
 "Invalid url", `setup_status` turns SUCCESS a moment before `status` turns RUNNING, and a
-finished command still reads INPROGRESS for `status_lag_s` after its log stream ends.
+finished command still reads INPROGRESS for `status_lag_s` after its log stream ends, and a
+sandbox whose disk is put back (made from a snapshot, or started after a stop) is RESTORING
+for `restore_delay_s` on its way to RUNNING.
 
 This module holds the server, its test helpers and the checks every request goes through;
 the routes live in `buddy_sandboxes`, `buddy_commands`, `buddy_files`, `buddy_power`
@@ -34,8 +37,6 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.sandbox.limits import Limits
-from bot.sandbox.local import LocalProvider, LocalSandbox
 from tests.fakes.buddy_access import (
     ALL_SCOPES,
     RATE_HEADERS,
@@ -67,6 +68,7 @@ from tests.fakes.buddy_state import (
     settle,
 )
 from tests.fakes.buddy_views import Views
+from tests.fakes.buddy_vm import Vm
 from tests.fakes.loopback import serve
 
 __all__ = ["FakeBuddy", "FakeCommand", "FakeSandbox", "RecordedRequest"]
@@ -83,9 +85,9 @@ class FakeBuddy:
         project: str = "analytics",
         token: str = "buddy-test-token",
         boot_delay_s: float = 0.3,
+        restore_delay_s: float | None = None,
         repos: Mapping[str, Path] | None = None,
         exec_timeout_s: float = 60.0,
-        limits: Limits | None = None,
         inactivity_timeout_s: float | None = None,
         scopes: Collection[str] = ALL_SCOPES,
         port: int = 0,
@@ -96,6 +98,9 @@ class FakeBuddy:
         self.project = project
         self.token = token
         self.boot_delay_s = boot_delay_s
+        # RESTORING lasts this long (default: as long as the boot): a disk is being put back,
+        # from a snapshot or after a stop (see `buddy_power`).
+        self.restore_delay_s = boot_delay_s if restore_delay_s is None else restore_delay_s
         self.repos: dict[str, Path] = dict(repos or {})
         self.exec_timeout_s = exec_timeout_s  # the sync exec ceiling (60 s upstream)
         self.running_lag_s = 0.05  # setup SUCCESS/FAILED comes this long before RUNNING
@@ -104,10 +109,9 @@ class FakeBuddy:
         # (None: its `timeout`, at least 60 s from the bot, too long for most tests).
         self.inactivity_timeout_s = inactivity_timeout_s
         self.stop_delay_s = 0.05  # STOPPING lasts at least this long
-        self.limits = limits or Limits()
         self.api_enabled = True
         self.scopes = set(scopes)  # the token's scopes
-        self.rate_limit = RateLimit()  # the token's; set `limit` and `window_s` to test 429s
+        self.rate_limit = RateLimit()  # the token's: 1000 requests an hour (see RateLimit)
         self.base_url = ""
         self.views = Views("", workspace, project)
         self.requests: list[RecordedRequest] = []
@@ -116,7 +120,6 @@ class FakeBuddy:
         self.deleted: set[str] = set()
         self._faults: list[Fault] = []
         self._teardowns: set[asyncio.Task[None]] = set()
-        self._provider: LocalProvider | None = None
         self._runner: web.AppRunner | None = None
         self.boot = Boot(self)
         self.power = Power(self)
@@ -125,16 +128,6 @@ class FakeBuddy:
     # -- lifecycle
 
     async def __aenter__(self) -> FakeBuddy:
-        # A Buddy command is a process of its own, whatever its runtime: no kernels here.
-        # A Buddy sandbox is a VM: it has a network, and its users may make namespaces.
-        self._provider = LocalProvider(
-            self.sandbox_root,
-            self.limits,
-            allowed_git_protocols=("file",),
-            python_kernel=False,
-            network=True,
-            user_namespaces=True,
-        )
         app = web.Application(middlewares=[self._middleware])
         app.on_response_prepare.append(add_rate_headers)
         self._add_routes(app.router)
@@ -153,18 +146,14 @@ class FakeBuddy:
         await asyncio.gather(
             *(self.teardown(sb) for sb in self.sandboxes.values()), *self._teardowns
         )
-        if self._provider is not None:
-            await self._provider.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         await asyncio.to_thread(self.snapshot_api.clean_up)
 
-    @property
-    def provider(self) -> LocalProvider:
-        """The local backend the fake's sandboxes run on."""
-        assert self._provider is not None, "the fake Buddy is not running"
-        return self._provider
+    def new_vm(self, sb: FakeSandbox) -> Vm:
+        """A fresh disk for `sb` (under `sandbox_root`, where tests look for leftovers)."""
+        return Vm(self.sandbox_root / sb.id, sb.identifier or sb.id)
 
     # -- test helpers
 
@@ -281,12 +270,12 @@ class FakeBuddy:
             raise ApiError(404, "Sandbox not found")
         return sb
 
-    def running(self, request: web.Request) -> tuple[FakeSandbox, LocalSandbox]:
+    def running(self, request: web.Request) -> tuple[FakeSandbox, Vm]:
         """The sandbox a URL names, if it is running (file calls need that)."""
         sb = self.sandbox(request)
-        if sb.status != "RUNNING" or sb.local is None:
+        if sb.status != "RUNNING" or sb.vm is None:
             raise ApiError(400, NOT_RUNNING)
-        return sb, sb.local
+        return sb, sb.vm
 
     def forget(self, sb: FakeSandbox) -> None:
         """The sandbox is deleted: every later call about it answers 404."""
@@ -296,7 +285,7 @@ class FakeBuddy:
         sb.ready.set()
 
     async def teardown(self, sb: FakeSandbox) -> None:
-        """Stop the boot and the command watchers, then destroy the backing sandbox."""
+        """Stop the boot and the command watchers, then destroy the sandbox's VM."""
         sb.gone = True  # from now on nothing new starts in it
         sb.ready.set()
         await settle(sb.last_spawn)
@@ -304,5 +293,5 @@ class FakeBuddy:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if sb.local is not None:
-            await sb.local.destroy()
+        if sb.vm is not None:
+            await sb.vm.destroy()

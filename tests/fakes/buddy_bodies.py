@@ -14,8 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.sandbox.base import DATA_DIR, Language
-from tests.fakes.buddy_state import OS_VALUES, RESOURCES, RUNTIMES, ApiError
+from tests.fakes.buddy_state import DATA_DIR, OS_VALUES, RESOURCES, RUNTIMES, ApiError
 
 FETCH_TYPES = ("PROJECT_REPO", "PUBLIC_REPO", "ARTIFACT")
 # Letters, digits, _ and -; starts with a letter (older docs), never ends with a hyphen.
@@ -144,7 +143,7 @@ def check_enums(body: dict[str, Any]) -> None:
 
 
 def check_fetch(items: list[dict[str, Any]]) -> None:
-    """One PUBLIC_REPO item into /buddy/data: all the local backend can check out."""
+    """One PUBLIC_REPO item into /buddy/data: all the fake can check out."""
     for item in items:
         kind = item.get("type")
         if kind not in FETCH_TYPES:
@@ -207,14 +206,13 @@ def check_identifier_shape(identifier: str) -> None:
         )
 
 
-def command_body(body: dict[str, Any]) -> tuple[str, str, Language]:
+def command_body(body: dict[str, Any]) -> tuple[str, str]:
     check_known(body, KNOWN["command"], "a command")
     command, runtime = body.get("command"), body.get("runtime") or "BASH"
     if not isinstance(command, str) or not command:
         raise ApiError(400, "'command' is required")
     if runtime not in RUNTIMES:
         raise ApiError(400, f"'runtime' must be one of {', '.join(RUNTIMES)}")
-    language = RUNTIMES[runtime]
-    if language is None:
+    if runtime == "TYPESCRIPT":
         raise ApiError(400, f"runtime {runtime} is not supported by the fake")
-    return command, runtime, language
+    return command, runtime

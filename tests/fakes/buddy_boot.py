@@ -1,18 +1,22 @@
-"""A fake sandbox's first boot: its local backing sandbox, the fetch into /buddy/data, the
+"""A fake sandbox's first boot: its VM's disk, the fetch into /buddy/data (a clone made on
+the host, as Buddy's own fetch is no command of the user's), the snapshot's disk, the
 first boot commands; `setup_status` turns SUCCESS (or FAILED) a moment before `status`
-turns RUNNING."""
+turns RUNNING.
+
+A sandbox made from a snapshot is STARTING, then RESTORING while the snapshot's disk is
+put in place (and its first boot commands run), then RUNNING. The document lists
+RESTORING (§4.1) and the path `STARTING/RESTORING -> RUNNING` (§6.1, [INF]) without
+saying when; a restore from a snapshot is the plainest reading.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.errors import SandboxError
-from bot.sandbox.base import DATA_DIR, SandboxSpec
-from bot.sandbox.local import LocalSandbox
-from tests.fakes.buddy_state import SETUP_TIMEOUT_S, FakeSandbox, exit_code, lines_of
+from tests.fakes.buddy_state import DATA_DIR, SETUP_TIMEOUT_S, FakeSandbox, lines_of
+from tests.fakes.buddy_vm import Vm, VmError
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -26,7 +30,7 @@ class Boot:
         await asyncio.sleep(self.server.boot_delay_s)
         try:
             ok = await self._set_up(sb)
-        except SandboxError as err:  # no local sandbox could be started at all
+        except VmError as err:  # no VM could be started at all
             sb.boot_logs.append(f"Sandbox failed to start: {err}")
             sb.setup_status = "FAILED"
             sb.set_status("FAILED", "the sandbox could not start")
@@ -39,46 +43,51 @@ class Boot:
         sb.ready.set()
 
     async def _set_up(self, sb: FakeSandbox) -> bool:
-        """Start the backing sandbox, fetch, run first boot commands; False if setup failed."""
-        provider = self.server.provider
-        spec = SandboxSpec(session_key=sb.id, tags=tuple(sb.tags))
-        repository = sb.fetch[0]["repository"] if sb.fetch else None
-        if repository is not None:
-            sb.boot_logs.append(f"Fetching {repository} into {DATA_DIR}")
-            folder = self.server.repos.get(repository)
-            try:
-                if folder is None:
-                    raise SandboxError(f"repository {repository} not found")
-                repo_url = Path(folder).resolve().as_uri()
-                sb.local = await provider.create(
-                    SandboxSpec(sb.id, repo_url=repo_url, tags=spec.tags)
-                )
-            except SandboxError as err:
-                sb.boot_logs.append(f"Fetch failed: {err}")
-                sb.local = await provider.create(spec)
-                return False
-        else:
-            sb.local = await provider.create(spec)
+        """Make the VM, fetch, restore, run first boot commands; False if setup failed."""
+        sb.vm = vm = self.server.new_vm(sb)
+        if sb.fetch and not await self._fetch(sb, vm, sb.fetch[0]["repository"]):
+            return False
         if sb.snapshot_id is not None:
             sb.boot_logs.append(f"Restoring snapshot {sb.snapshot_id}")
+            sb.set_status("RESTORING", "from a snapshot")
             snapshot = self.server.snapshots.get(sb.snapshot_id)
             if snapshot is None:
-                raise SandboxError(f"snapshot {sb.snapshot_id} was deleted")
-            await self.server.snapshot_api.restore(snapshot, sb.local)
+                raise VmError(f"snapshot {sb.snapshot_id} was deleted")
+            await self.server.snapshot_api.restore(snapshot, vm)
+            await asyncio.sleep(self.server.restore_delay_s)
         if sb.first_boot_commands:
-            return await self._first_boot(sb, sb.local)
+            return await self._first_boot(sb, vm)
         return True
 
-    async def _first_boot(self, sb: FakeSandbox, local: LocalSandbox) -> bool:
+    async def _fetch(self, sb: FakeSandbox, vm: Vm, repository: str) -> bool:
+        sb.boot_logs.append(f"Fetching {repository} into {DATA_DIR}")
+        folder = self.server.repos.get(repository)
+        if folder is None:
+            sb.boot_logs.append(f"Fetch failed: repository {repository} not found")
+            return False
+        git = await asyncio.create_subprocess_exec(
+            *("git", "clone", "--quiet", "--depth", "1", "--"),
+            folder.resolve().as_uri(),
+            str(vm.data),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await git.communicate()
+        if git.returncode != 0:
+            sb.boot_logs.append(f"Fetch failed: {err.decode(errors='replace').strip()}")
+            return False
+        return True
+
+    async def _first_boot(self, sb: FakeSandbox, vm: Vm) -> bool:
         if sb.gone:
             return False
         sb.boot_logs.append("Running first boot commands")
         script = "set -e\n" + (sb.first_boot_commands or "")
         sb.last_spawn = time.monotonic()
-        result = await local.run_code("bash", script, SETUP_TIMEOUT_S)
+        result = await vm.run(script, SETUP_TIMEOUT_S)
         sb.boot_logs += lines_of(result.stdout) + lines_of(result.stderr)
         if result.exit_code == 0:
             sb.boot_logs.append("First boot commands finished")
             return True
-        sb.boot_logs.append(f"First boot commands failed with exit code {exit_code(result)}")
+        sb.boot_logs.append(f"First boot commands failed with exit code {result.exit_code}")
         return False

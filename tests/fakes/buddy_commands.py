@@ -1,5 +1,5 @@
 """The fake Buddy's command routes (§5.9-§5.14): tracked commands run for real in the
-sandbox's local backing sandbox, their JSONL logs (stored or followed), sync exec."""
+sandbox's VM, their JSONL logs (stored or followed), sync exec."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.errors import SandboxError
-from bot.sandbox.base import Language, Output
-from bot.sandbox.local import LocalSandbox
 from tests.fakes.buddy_bodies import command_body, int_query, json_object
 from tests.fakes.buddy_state import (
     NOT_RUNNING,
@@ -21,11 +18,11 @@ from tests.fakes.buddy_state import (
     ApiError,
     FakeCommand,
     FakeSandbox,
-    exit_code,
     now_iso,
     random_id,
     settle,
 )
+from tests.fakes.buddy_vm import Process, result_of
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -48,68 +45,63 @@ class Commands:
 
     async def run_command(self, request: web.Request) -> web.Response:
         sb = self.server.sandbox(request)
-        command, runtime, language = command_body(await json_object(request))
+        command, runtime = command_body(await json_object(request))
         if request.query.get("fast") == "true":
-            return web.json_response(await self._exec(sb, command, runtime, language))
+            return web.json_response(await self._exec(sb, command, runtime))
         await sb.ready.wait()  # held while the sandbox boots (§5.9)
         if sb.gone:
             raise ApiError(404, "Sandbox not found")
-        if sb.status != "RUNNING" or sb.local is None:
+        if sb.status != "RUNNING" or sb.vm is None:
             raise ApiError(400, NOT_RUNNING)
         sb.last_spawn = time.monotonic()
         sb.touch()
-        local_id = await sb.local.start_command(language, command)
-        cmd = FakeCommand(random_id(9), command, runtime, local_id, now_iso())
+        process = await sb.vm.start(runtime, command)
+        cmd = FakeCommand(random_id(9), command, runtime, process, now_iso())
         sb.commands[cmd.id] = cmd
-        watcher = asyncio.create_task(self._watch(sb.local, cmd))
+        watcher = asyncio.create_task(self._watch(cmd))
         sb.watchers.add(watcher)
         watcher.add_done_callback(sb.watchers.discard)
         return web.json_response(self.server.views.command(sb, cmd))
 
     async def exec_command(self, request: web.Request) -> web.Response:
         sb = self.server.sandbox(request)
-        command, runtime, language = command_body(await json_object(request))
-        return web.json_response(await self._exec(sb, command, runtime, language))
+        command, runtime = command_body(await json_object(request))
+        return web.json_response(await self._exec(sb, command, runtime))
 
-    async def _exec(
-        self, sb: FakeSandbox, command: str, runtime: str, language: Language
-    ) -> dict[str, Any]:
+    async def _exec(self, sb: FakeSandbox, command: str, runtime: str) -> dict[str, Any]:
         """Run to completion; past the ceiling answer 400 and leave the process running."""
-        if sb.status != "RUNNING" or sb.local is None:
+        if sb.status != "RUNNING" or sb.vm is None:
             raise ApiError(400, NOT_RUNNING)
         sb.last_spawn = time.monotonic()
         sb.touch()
-        local_id = await sb.local.start_command(language, command)
+        process = await sb.vm.start(runtime, command)
         limit = self.server.exec_timeout_s
-        deadline = time.monotonic() + limit
-        while (state := await sb.local.command_state(local_id)).running:
-            if time.monotonic() >= deadline:
-                raise ApiError(400, f"Command did not finish on instance {sb.id} within {limit:g}s")
-            await asyncio.sleep(POLL_S)
-        result = state.result
+        try:
+            async with asyncio.timeout(limit):
+                await process.done.wait()
+        except TimeoutError:
+            raise ApiError(
+                400, f"Command did not finish on instance {sb.id} within {limit:g}s"
+            ) from None
+        result = result_of(process)
         return {
             "command": command,
             "runtime": runtime,
-            "exit_code": exit_code(result),
-            "stdout": result.stdout.text,
-            "stderr": result.stderr.text,
+            "exit_code": result.exit_code,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
         }
 
-    async def _watch(self, local: LocalSandbox, cmd: FakeCommand) -> None:
+    async def _watch(self, cmd: FakeCommand) -> None:
         """Flip the command's status once its process has ended (and the lag has passed)."""
-        with contextlib.suppress(SandboxError):  # the sandbox went away
-            while True:
-                state = await local.command_state(cmd.local_id)
-                if not state.running:
-                    break
-                await asyncio.sleep(POLL_S)
-            cmd.hold_status(self.server.status_lag_s)
-            while True:  # a log stream that ends meanwhile pushes flip_at back
-                wait = cmd.flip_at - time.monotonic()
-                if wait <= 0:
-                    break
-                await asyncio.sleep(wait)
-            cmd.finish(state.result)
+        await cmd.process.done.wait()
+        cmd.hold_status(self.server.status_lag_s)
+        while True:  # a log stream that ends meanwhile pushes flip_at back
+            wait = cmd.flip_at - time.monotonic()
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        cmd.finish(result_of(cmd.process).exit_code)
 
     async def list_commands(self, request: web.Request) -> web.Response:
         sb = self.server.sandbox(request)
@@ -130,43 +122,33 @@ class Commands:
 
     async def terminate_command(self, request: web.Request) -> web.Response:
         sb, cmd = self._command(request)
-        if sb.local is not None:
-            await settle(cmd.started)
-            await sb.local.kill_command(cmd.local_id)  # a no-op once it has ended
+        await settle(cmd.started)
+        cmd.process.kill()  # a no-op once it has ended
+        await cmd.process.done.wait()
         return web.json_response(self.server.views.command(sb, cmd))
 
     async def command_logs(self, request: web.Request) -> web.StreamResponse:
-        sb, cmd = self._command(request)
-        assert sb.local is not None
+        _, cmd = self._command(request)
         if request.query.get("follow") == "true":
-            return await self._follow(request, sb.local, cmd)
-        state = await sb.local.command_state(cmd.local_id)
-        out, err = LineCursor(), LineCursor()
-        final = not state.running
-        body = jsonl("STDOUT", out.take(state.result.stdout, final))
-        body += jsonl("STDERR", err.take(state.result.stderr, final))
+            return await self._follow(request, cmd)
+        body = LogCursor(cmd.process).take()
         return web.Response(body=body, headers={"Content-Type": JSONL})
 
-    async def _follow(
-        self, request: web.Request, local: LocalSandbox, cmd: FakeCommand
-    ) -> web.StreamResponse:
-        """Stream new complete lines as they appear; flush the rest and close at the end."""
+    async def _follow(self, request: web.Request, cmd: FakeCommand) -> web.StreamResponse:
+        """Stream new complete lines as they appear; flush the rest and close at the end
+        (when its process ends, or with its sandbox)."""
         response = web.StreamResponse(headers={"Content-Type": JSONL})
         await response.prepare(request)
-        out, err = LineCursor(), LineCursor()
+        cursor = LogCursor(cmd.process)
         try:
             while True:
-                state = await local.command_state(cmd.local_id)
-                final = not state.running
-                chunk = jsonl("STDOUT", out.take(state.result.stdout, final))
-                chunk += jsonl("STDERR", err.take(state.result.stderr, final))
-                if chunk:
+                final = not cmd.process.running
+                if chunk := cursor.take():
                     await response.write(chunk)
                 if final:
                     break
-                await asyncio.sleep(POLL_S)
-        except SandboxError:
-            pass  # the sandbox went away: the stream just ends
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(cmd.process.done.wait(), POLL_S)
         except ConnectionError:
             return response  # the client left
         cmd.hold_status(self.server.status_lag_s)
@@ -181,19 +163,30 @@ class Commands:
         return sb, cmd
 
 
+class LogCursor:
+    """A process's new complete lines as JSONL, stdout's first, each line once."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.out, self.err = LineCursor(), LineCursor()
+
+    def take(self) -> bytes:
+        final = not self.process.running
+        body = jsonl("STDOUT", self.out.take(self.process.stdout, final))
+        return body + jsonl("STDERR", self.err.take(self.process.stderr, final))
+
+
 class LineCursor:
     """Hands out the complete new lines of a growing captured stream, once each."""
 
     def __init__(self) -> None:
-        self.sent = 0  # characters of the text already handed out
+        self.sent = 0  # bytes of the stream already handed out
 
-    def take(self, output: Output, final: bool) -> list[str]:
-        if output.cut_bytes and not final:
-            return []  # past the capture cap the text is no longer append-only
-        new = output.text[self.sent :]
-        end = len(new) if final else new.rfind("\n") + 1
+    def take(self, data: bytearray, final: bool) -> list[str]:
+        new = bytes(data[self.sent :])
+        end = len(new) if final else new.rfind(b"\n") + 1
         self.sent += end
-        lines = new[:end].split("\n")
+        lines = new[:end].decode(errors="replace").split("\n")
         if lines[-1] == "":
             lines.pop()  # the text ended with a newline (or there was nothing new)
         return lines

@@ -1,5 +1,5 @@
 """The fake Buddy's file routes (§5.15): listing, folders, multipart uploads and downloads
-(a folder as tar.gz), all done inside the sandbox's local backing sandbox."""
+(a folder as tar.gz), all done by processes in the sandbox's VM."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING
 
 from aiohttp import BodyPartReader, web
 
-from bot.errors import SandboxError
-from bot.sandbox.base import DATA_DIR, WORK_DIR
-from bot.sandbox.local import LocalSandbox
-from bot.sandbox.output import last_line
 from tests.fakes.buddy_state import (
+    DATA_DIR,
     FILE_OP_TIMEOUT_S,
     INVALID_URL,
     PATH_NOT_FOUND,
     VIRTUAL_DIRS,
+    WORK_DIR,
     ApiError,
 )
+from tests.fakes.buddy_vm import Vm, VmError
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -37,6 +36,8 @@ if [ -e "$p" ] || [ -L "$p" ]; then exit 17; fi
 exec mkdir -- "$p"
 """
 EXIT_EXISTS, EXIT_NO_PARENT = 17, 3
+# name, type letter (d: folder) and size of each entry, NUL-terminated
+LIST_SH = "exec find {path} -mindepth 1 -maxdepth 1 -printf '%f\\0%y\\0%s\\0'"
 
 
 class Files:
@@ -50,18 +51,18 @@ class Files:
         router.add_get(f"{one}/download/{{path:.*}}", self.download)
 
     async def list_content(self, request: web.Request) -> web.Response:
-        sb, local = self.server.running(request)
+        sb, vm = self.server.running(request)
         views = self.server.views
         path = sandbox_path(request)
-        found = await stat(local, path)
+        found = await stat(vm, path)
         if found is None:
             raise ApiError(400, PATH_NOT_FOUND)
         kind, size = found
         if path in VIRTUAL_DIRS:
             items = [views.item(sb, child, "DIR") for child in VIRTUAL_DIRS[path]]
         elif kind == "DIR":
-            entries = await local.list_dir(path)
-            items = [views.entry_item(sb, path, entry) for entry in entries]
+            entries = await list_dir(vm, path)
+            items = [views.entry_item(sb, path, *entry) for entry in entries]
         else:
             items = [views.item(sb, path, "FILE") | {"size": size}]  # a file: itself
         view = views.item(sb, path, "DIR")
@@ -70,68 +71,67 @@ class Files:
         )
 
     async def make_dir(self, request: web.Request) -> web.Response:
-        sb, local = self.server.running(request)
+        sb, vm = self.server.running(request)
         path = sandbox_path(request)
         if path in VIRTUAL_DIRS or path in (WORK_DIR, DATA_DIR):
             raise ApiError(409, f"{path} already exists")
-        result = await local.run_code(
-            "bash", MKDIR_SH.format(path=shlex.quote(path)), FILE_OP_TIMEOUT_S
-        )
+        result = await vm.run(MKDIR_SH.format(path=shlex.quote(path)), FILE_OP_TIMEOUT_S)
         if result.exit_code == EXIT_EXISTS:
             raise ApiError(409, f"{path} already exists")
         if result.exit_code == EXIT_NO_PARENT:
             raise ApiError(400, PATH_NOT_FOUND)
         if result.exit_code != 0:
-            raise ApiError(400, last_line(result.stderr.text) or f"Cannot create {path}")
+            raise ApiError(400, result.stderr.strip() or f"Cannot create {path}")
         return web.json_response(self.server.views.item(sb, path, "DIR"), status=201)
 
     async def upload(self, request: web.Request) -> web.Response:
-        sb, local = self.server.running(request)
+        sb, vm = self.server.running(request)
         path = sandbox_path(request)
         if request.content_type != "multipart/form-data":
             raise ApiError(400, "Expected a multipart/form-data body with one part named 'file'")
-        parent = await stat(local, posixpath.dirname(path))
+        parent = await stat(vm, posixpath.dirname(path))
         if path in VIRTUAL_DIRS or parent is None or parent[0] != "DIR":
             raise ApiError(400, PATH_NOT_FOUND)  # the parent folder must exist
-        if (found := await stat(local, path)) is not None and found[0] == "DIR":
+        if (found := await stat(vm, path)) is not None and found[0] == "DIR":
             raise ApiError(400, f"{path} is a directory")
         reader = await request.multipart()
         part = await reader.next()
         if not isinstance(part, BodyPartReader) or part.name != "file":
             raise ApiError(400, "The multipart body must have one part named 'file'")
-        size = await local.upload(path, _part_chunks(part))
+        try:
+            size = await vm.write(path, _part_chunks(part))
+        except VmError as err:
+            raise ApiError(400, str(err)) from None
         if await reader.next() is not None:
-            await local.run_code("bash", f"rm -f -- {shlex.quote(path)}", FILE_OP_TIMEOUT_S)
+            await vm.run(f"rm -f -- {shlex.quote(path)}", FILE_OP_TIMEOUT_S)
             raise ApiError(400, "The multipart body must have exactly one part")
         item = self.server.views.item(sb, path, "FILE") | {"size": size}
         return web.json_response(item, status=201)
 
     async def download(self, request: web.Request) -> web.StreamResponse:
-        _, local = self.server.running(request)
+        _, vm = self.server.running(request)
         path = sandbox_path(request)
-        found = await stat(local, path)
+        found = await stat(vm, path)
         if found is None or path in VIRTUAL_DIRS:
             raise ApiError(400, PATH_NOT_FOUND)
         if found[0] == "DIR":
-            return await self._download_dir(request, local, path)
-        return await send(request, local.download(path), posixpath.basename(path))
+            return await self._download_dir(request, vm, path)
+        return await send(request, vm.read(path), posixpath.basename(path))
 
-    async def _download_dir(
-        self, request: web.Request, local: LocalSandbox, path: str
-    ) -> web.StreamResponse:
+    async def _download_dir(self, request: web.Request, vm: Vm, path: str) -> web.StreamResponse:
         """A folder comes back as a tar.gz archive, built in the sandbox and then removed."""
         name = f".buddy-download-{secrets.token_hex(6)}.tar.gz"
         archive = f"{WORK_DIR}/{name}"
         script = f"tar -czf {archive} --exclude=./{name} -C {shlex.quote(path)} ."
         try:
-            result = await local.run_code("bash", script, FILE_OP_TIMEOUT_S)
+            result = await vm.run(script, FILE_OP_TIMEOUT_S)
             if result.exit_code != 0:
-                raise ApiError(400, f"Cannot archive {path}: {result.stderr.text.strip()}")
+                raise ApiError(400, f"Cannot archive {path}: {result.stderr.strip()}")
             filename = f"{posixpath.basename(path)}.tar.gz"
-            return await send(request, local.download(archive), filename, "application/gzip")
+            return await send(request, vm.read(archive), filename, "application/gzip")
         finally:
-            with contextlib.suppress(SandboxError):  # gone with its sandbox
-                await local.run_code("bash", f"rm -f -- {archive}", FILE_OP_TIMEOUT_S)
+            with contextlib.suppress(VmError):  # gone with its sandbox
+                await vm.run(f"rm -f -- {archive}", FILE_OP_TIMEOUT_S)
 
 
 def sandbox_path(request: web.Request) -> str:
@@ -147,17 +147,31 @@ def sandbox_path(request: web.Request) -> str:
     raise ApiError(400, PATH_NOT_FOUND)
 
 
-async def stat(local: LocalSandbox, path: str) -> tuple[str, int] | None:
+async def stat(vm: Vm, path: str) -> tuple[str, int] | None:
     """("DIR", 0) or ("FILE", size), or None when `path` does not exist."""
     if path in VIRTUAL_DIRS:
         return ("DIR", 0)
-    result = await local.run_code("bash", STAT_SH.format(path=shlex.quote(path)), FILE_OP_TIMEOUT_S)
-    match result.stdout.text.split():
+    result = await vm.run(STAT_SH.format(path=shlex.quote(path)), FILE_OP_TIMEOUT_S)
+    match result.stdout.split():
         case ["DIR"]:
             return ("DIR", 0)
         case ["FILE", size]:
             return ("FILE", int(size))
     return None
+
+
+async def list_dir(vm: Vm, path: str) -> list[tuple[str, str, int]]:
+    """(name, "DIR" or "FILE", size) of a folder's entries, sorted by name; the API knows
+    FILE and DIR only, so links and others are FILE."""
+    result = await vm.run(LIST_SH.format(path=shlex.quote(path)), FILE_OP_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise ApiError(400, PATH_NOT_FOUND)
+    fields = result.stdout.split("\0")[:-1]
+    entries = [
+        (name, "DIR" if kind == "d" else "FILE", int(size))
+        for name, kind, size in zip(fields[::3], fields[1::3], fields[2::3], strict=True)
+    ]
+    return sorted(entries)
 
 
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:

@@ -2,7 +2,10 @@
 and the stop Buddy makes on its own after `timeout` seconds without activity.
 
 A stop ends every process in the sandbox (commands report FAILED, as killed) and keeps its
-disk; a start brings it back to RUNNING without running the first boot commands again.
+disk; a start brings it back to RUNNING without running the first boot commands again,
+through RESTORING while its disk is attached again (STARTING -> RESTORING -> RUNNING; the
+document's state machine allows it, §6.1 [INF], and it is the harder case for a client). A
+restart of a running sandbox keeps its disk attached: STARTING -> RUNNING.
 Only a command's start counts as activity, the least the document promises.
 """
 
@@ -17,6 +20,7 @@ from aiohttp import web
 
 from tests.fakes.buddy_bodies import empty_body
 from tests.fakes.buddy_state import ApiError, FakeSandbox, settle
+from tests.fakes.buddy_vm import result_of
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -79,10 +83,13 @@ class Power:
             sb.set_status("STOPPED")
 
     async def _halt(self, sb: FakeSandbox) -> None:
-        """End every process of the sandbox; its files stay."""
-        if sb.local is not None:
+        """End every process of the sandbox; its files stay. Its commands read FAILED from
+        now on, without the lag a command ending on its own has."""
+        if sb.vm is not None:
             await settle(sb.last_spawn)
-            await sb.local.stop_all()
+            await sb.vm.stop_all()
+        for cmd in sb.commands.values():
+            cmd.finish(result_of(cmd.process).exit_code)
 
     def _boot_again(self, sb: FakeSandbox, why: str) -> None:
         """-> STARTING; commands sent meanwhile are held until RUNNING (as at first boot)."""
@@ -95,6 +102,9 @@ class Power:
         if halt:  # a restart of a running sandbox ends its processes first
             await self._halt(sb)
         await asyncio.sleep(self.server.boot_delay_s)
+        if not halt and not sb.gone:  # it was stopped: its disk comes back
+            sb.set_status("RESTORING", "disk attached again")
+            await asyncio.sleep(self.server.restore_delay_s)
         if not sb.gone:
             sb.boot_logs.append("Sandbox started")
             sb.set_status("RUNNING")

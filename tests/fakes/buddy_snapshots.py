@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.errors import SandboxError
-from bot.sandbox.base import WORK_DIR
-from bot.sandbox.local import LocalSandbox
 from tests.fakes.buddy_bodies import KNOWN, check_known, json_object
 from tests.fakes.buddy_state import (
     FILE_OP_TIMEOUT_S,
@@ -29,6 +26,7 @@ from tests.fakes.buddy_state import (
     now_iso,
     random_id,
 )
+from tests.fakes.buddy_vm import WORK_DIR, Vm, VmError
 
 if TYPE_CHECKING:
     from tests.fakes.buddy_api import FakeBuddy
@@ -41,7 +39,7 @@ class Snapshots:
     def __init__(self, server: FakeBuddy) -> None:
         self.server = server
         self.snapshots = server.snapshots
-        self.root = server.sandbox_root / ".snapshots"  # not a local sandbox's name
+        self.root = server.sandbox_root / ".snapshots"  # not a sandbox id
 
     def add_routes(self, router: web.UrlDispatcher, ws: str, one: str) -> None:
         """Before the sandbox routes: /sandboxes/snapshots is not a sandbox id."""
@@ -67,12 +65,12 @@ class Snapshots:
         sb = self.server.sandbox(request)
         body = await json_object(request) if await request.read() else {}
         check_known(body, KNOWN["snapshot"], "a snapshot request")
-        if sb.busy is not None or sb.local is None or sb.status not in ("RUNNING", "STOPPED"):
+        if sb.busy is not None or sb.vm is None or sb.status not in ("RUNNING", "STOPPED"):
             raise ApiError(400, IN_PROGRESS)
         snap = FakeSnapshot(random_id(13), body.get("name"), sb.id, sb.os, now_iso())
         self.snapshots[snap.id] = snap
         sb.busy = "snapshot"
-        task = asyncio.create_task(self._take(sb, sb.local, snap))
+        task = asyncio.create_task(self._take(sb, sb.vm, snap))
         sb.watchers.add(task)
         task.add_done_callback(sb.watchers.discard)
         return web.json_response(self.server.views.snapshot(snap), status=201)
@@ -107,51 +105,49 @@ class Snapshots:
 
     # -- taking and restoring a disk
 
-    async def _take(self, sb: FakeSandbox, local: LocalSandbox, snap: FakeSnapshot) -> None:
+    async def _take(self, sb: FakeSandbox, vm: Vm, snap: FakeSnapshot) -> None:
         try:
-            snap.work = await _archive_work(local)
+            snap.work = await _archive_work(vm)
             snap.data = str(self.root / snap.id / "data")
-            source = self.server.provider.root / local.id / "data"
-            await asyncio.to_thread(shutil.copytree, source, snap.data, symlinks=True)
+            await asyncio.to_thread(shutil.copytree, vm.data, snap.data, symlinks=True)
             snap.size = -(-len(snap.work) // GB)
             snap.status = "CREATED"
-        except (SandboxError, OSError):
+        except (VmError, OSError):
             snap.status = "FAILED"
         finally:
             sb.busy = None
 
-    async def restore(self, snap: FakeSnapshot, local: LocalSandbox) -> None:
-        """Put the snapshot's disk into a new backing sandbox."""
+    async def restore(self, snap: FakeSnapshot, vm: Vm) -> None:
+        """Put the snapshot's disk into a new sandbox's VM."""
         if snap.data is not None:
-            target = self.server.provider.root / local.id / "data"
             await asyncio.to_thread(
-                shutil.copytree, snap.data, target, symlinks=True, dirs_exist_ok=True
+                shutil.copytree, snap.data, vm.data, symlinks=True, dirs_exist_ok=True
             )
         archive = f"{WORK_DIR}/.buddy-restore-{secrets.token_hex(6)}.tar.gz"
-        await local.upload(archive, _once(snap.work))
-        result = await local.run_code(
-            "bash", f"tar -xzf {archive} -C {WORK_DIR}; r=$?; rm -f {archive}; exit $r", 60
+        await vm.write(archive, _once(snap.work))
+        result = await vm.run(
+            f"tar -xzf {archive} -C {WORK_DIR}; r=$?; rm -f {archive}; exit $r", 60
         )
         if result.exit_code != 0:
-            raise SandboxError(f"restoring snapshot {snap.id} failed: {result.stderr.text}")
+            raise VmError(f"restoring snapshot {snap.id} failed: {result.stderr}")
 
     def clean_up(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-async def _archive_work(local: LocalSandbox) -> bytes:
+async def _archive_work(vm: Vm) -> bytes:
     """/buddy/work as a tar.gz, made inside the sandbox (FIFOs and links stay what they are)."""
     name = f".buddy-snapshot-{secrets.token_hex(6)}.tar.gz"
     archive = f"{WORK_DIR}/{name}"
     script = f"tar -czf {archive} --exclude=./{name} -C {WORK_DIR} ."
     try:
-        result = await local.run_code("bash", script, FILE_OP_TIMEOUT_S)
+        result = await vm.run(script, FILE_OP_TIMEOUT_S)
         if result.exit_code not in (0, TAR_WARNINGS):
-            raise SandboxError(f"archiving {WORK_DIR} failed: {result.stderr.text}")
-        return b"".join([chunk async for chunk in local.download(archive)])
+            raise VmError(f"archiving {WORK_DIR} failed: {result.stderr}")
+        return b"".join([chunk async for chunk in vm.read(archive)])
     finally:
-        with contextlib.suppress(SandboxError):
-            await local.run_code("bash", f"rm -f -- {shlex.quote(archive)}", FILE_OP_TIMEOUT_S)
+        with contextlib.suppress(VmError):
+            await vm.run(f"rm -f -- {shlex.quote(archive)}", FILE_OP_TIMEOUT_S)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

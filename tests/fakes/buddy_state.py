@@ -1,5 +1,6 @@
 """What the fake Buddy keeps: sandboxes, their commands and snapshots, the recorded requests,
-and the words and limits it answers with (see `buddy_api` for the server)."""
+and the words and limits it answers with (see `buddy_api` for the server, `buddy_vm` for
+what runs the commands)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.sandbox.base import DATA_DIR, WORK_DIR, ExecResult, Language, Output
-from bot.sandbox.local import LocalSandbox
+from tests.fakes.buddy_vm import DATA_DIR, INTERPRETERS, WORK_DIR, Process, Vm
 
 OS_VALUES = ("ubuntu:22.04", "ubuntu:24.04")
 RESOURCES = (*(f"{n}x{2 * n}" for n in range(1, 13)), "CUSTOM")
-RUNTIMES: dict[str, Language | None] = {
-    "BASH": "bash",
-    "PYTHON": "python",
-    "JAVASCRIPT": "node",
-    "TYPESCRIPT": None,  # not available in the local backend
-}
+RUNTIMES = (*INTERPRETERS, "TYPESCRIPT")  # TYPESCRIPT: no interpreter in the fake
 SANDBOX_ID_RE = re.compile(r"[a-z0-9]{13}")
 VIRTUAL_DIRS: dict[str, list[str]] = {"/": ["/buddy"], "/buddy": [DATA_DIR, WORK_DIR]}
 
@@ -31,10 +26,9 @@ PATH_NOT_FOUND = "Path not find in browser"
 INVALID_URL = "Invalid url"
 IN_PROGRESS = "Cannot update sandbox, operation in progress"
 POLL_S = 0.05  # how often command output and state are polled
-KILLED_EXIT_CODE = 137  # what a terminated command reports (undocumented upstream)
-# The local backend can strand a bwrap container killed in its first milliseconds (its kill
-# then never returns), so kills wait until the newest container is this old. A command
-# terminated over HTTP is never that young on the real service.
+# A terminated command reports 137, SIGKILL's (undocumented upstream). Kills wait until
+# the newest process is this old: a command terminated over HTTP is never younger on the
+# real service, and a container killed in its first milliseconds proves nothing.
 KILL_SETTLE_S = 0.25
 SETUP_TIMEOUT_S = 600.0
 FILE_OP_TIMEOUT_S = 60.0
@@ -67,7 +61,7 @@ class FakeCommand:
     id: str
     command: str
     runtime: str
-    local_id: str
+    process: Process
     start_date: str
     status: str = "INPROGRESS"
     exit_code: int | None = None
@@ -80,8 +74,10 @@ class FakeCommand:
         if self.status == "INPROGRESS":
             self.flip_at = max(self.flip_at, time.monotonic() + lag_s)
 
-    def finish(self, result: ExecResult) -> None:
-        self.exit_code = exit_code(result)
+    def finish(self, exit_code: int) -> None:
+        if self.status != "INPROGRESS":
+            return  # finished already (by a stop)
+        self.exit_code = exit_code
         self.status = "SUCCESSFUL" if self.exit_code == 0 else "FAILED"
         self.finish_date = now_iso()
 
@@ -110,7 +106,7 @@ class FakeSandbox:
     setup_status: str = "INPROGRESS"
     boot_logs: list[str] = field(default_factory=list)
     commands: dict[str, FakeCommand] = field(default_factory=dict)
-    local: LocalSandbox | None = None
+    vm: Vm | None = None
     gone: bool = False  # deleted, vanished, or torn down with the server
     last_spawn: float = 0.0  # monotonic time the newest command or script was started
     active_at: float = field(default_factory=time.monotonic)  # inactivity counts from here
@@ -145,14 +141,8 @@ class FakeSnapshot:
     size: int = 0
 
 
-def exit_code(result: ExecResult) -> int:
-    if result.exit_code is None:  # killed on request (or at the wall-clock cap)
-        return KILLED_EXIT_CODE
-    return 128 - result.exit_code if result.exit_code < 0 else result.exit_code
-
-
-def lines_of(output: Output) -> list[str]:
-    return output.text.splitlines()
+def lines_of(text: str) -> list[str]:
+    return text.splitlines()
 
 
 async def settle(since: float) -> None:

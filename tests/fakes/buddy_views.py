@@ -6,7 +6,6 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sandbox.base import FileEntry
 from tests.fakes.buddy_state import FakeCommand, FakeSandbox, FakeSnapshot, compact
 
 
@@ -91,12 +90,14 @@ class Views:
             }
         )
 
-    def entry_item(self, sb: FakeSandbox, folder: str, entry: FileEntry) -> dict[str, Any]:
-        """A listed entry; the API knows FILE and DIR only, so links and others are FILE."""
-        path = posixpath.join(folder, entry.name)
-        if entry.kind == "dir":
+    def entry_item(
+        self, sb: FakeSandbox, folder: str, name: str, kind: str, size: int
+    ) -> dict[str, Any]:
+        """A listed entry: a DIR has no size."""
+        path = posixpath.join(folder, name)
+        if kind == "DIR":
             return self.item(sb, path, "DIR")
-        return self.item(sb, path, "FILE") | {"size": entry.size}
+        return self.item(sb, path, "FILE") | {"size": size}
 
     def item(self, sb: FakeSandbox, path: str, kind: str) -> dict[str, Any]:
         rel = path.lstrip("/")

@@ -8,6 +8,11 @@ refused because the sandbox is not running (a refused command did not run, so it
 again). Buddy counts a command's start as activity, not a process that goes on running, so
 while a call runs the sandbox is kept active (`_kept_awake`), or a long cell would be
 stopped mid-way.
+
+File calls need a running sandbox (Buddy refuses them while it is STARTING, RESTORING or
+STOPPED, §5.15): one refused as not running waits for the sandbox (`wake`) and is sent
+again, unless its upload bytes were already on their way; an upload that may meet a sandbox
+Buddy stopped meanwhile (no activity of ours for most of its `timeout`) wakes it first.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +48,7 @@ from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 KEEP_AWAKE = {"command": "true", "runtime": "BASH"}  # a sync exec: not kept in the history
+MAYBE_STOPPED_SHARE = 0.8  # of Buddy's inactivity timeout: past it, it may have stopped
 
 
 class Owner(Protocol):
@@ -78,6 +85,8 @@ class BuddySandbox:
         )
         self._destroyed = False
         self._gone = False
+        # when Buddy last saw activity of ours, as far as we know (attached: unknown)
+        self._active_at = -float("inf") if attached else time.monotonic()
         self._waking = asyncio.Lock()
         self._kernel: KernelRunner | None = None
         if provider.config.python_kernel:
@@ -98,6 +107,7 @@ class BuddySandbox:
         script = run_script(language, code, timeout_s, network=self._provider.config.network)
         async with self._guard(), self._kept_awake():
             command_id = await self._commands.start(script)
+            self._active_at = time.monotonic()
             return await self._commands.collect(command_id, timeout_s)
 
     async def restart_kernel(self) -> None:
@@ -128,8 +138,15 @@ class BuddySandbox:
 
     async def upload(self, path: str, chunks: AsyncIterator[bytes]) -> int:
         target = upload_path(path)
-        async with self._guard():
-            return await self._files.upload(target, path, chunks)
+        source = _Pristine(chunks)
+        if self._maybe_stopped():
+            await self.wake()  # the upload's bytes could not be sent twice
+
+        async def upload() -> int:
+            async with self._guard():
+                return await self._files.upload(target, path, source)
+
+        return await self._awake(upload, again=lambda: not source.started)
 
     def download(self, path: str) -> AsyncIterator[bytes]:
         target = sandbox_path(path)
@@ -138,9 +155,12 @@ class BuddySandbox:
 
     async def list_dir(self, path: str) -> list[FileEntry]:
         target = sandbox_path(path)
-        async with self._guard():
-            contents = await self._files.contents(target, path)
-        return parse_listing(contents, target, path)
+
+        async def contents() -> list[Any]:
+            async with self._guard():
+                return await self._files.contents(target, path)
+
+        return parse_listing(await self._awake(contents), target, path)
 
     async def wake(self) -> bool:
         """Start the sandbox again if Buddy stopped it; True if it did (files kept,
@@ -148,6 +168,7 @@ class BuddySandbox:
         self._check_usable()
         async with self._waking, self._guard():
             woke = await self._provider.power.wake(self.id)
+        self._active_at = time.monotonic()  # a start is activity; so is being found running
         if woke and self._kernel is not None:
             self._kernel.forget(lost=True)
         return woke
@@ -175,15 +196,22 @@ class BuddySandbox:
 
     # -- internals --
 
-    async def _awake(self, call: Callable[[], Awaitable[T]]) -> T:
-        """`call`, sent once more after starting the sandbox if it was refused as not
-        running (stopped meanwhile for inactivity)."""
+    async def _awake(
+        self, call: Callable[[], Awaitable[T]], again: Callable[[], bool] = lambda: True
+    ) -> T:
+        """`call`, sent once more after waiting for the sandbox (starting it if it was
+        stopped) if it was refused as not running, and `again` says it can be resent."""
         try:
             return await call()
         except NotRunning:
-            if not await self.wake():
+            if not again() or not await self.wake():
                 raise  # it runs after all: the refusal was about something else
         return await call()
+
+    def _maybe_stopped(self) -> bool:
+        """Whether Buddy may have stopped the sandbox for inactivity since we last saw it."""
+        idle = time.monotonic() - self._active_at
+        return idle >= self._provider.config.timeout_s * MAYBE_STOPPED_SHARE
 
     @contextlib.asynccontextmanager
     async def _kept_awake(self) -> AsyncIterator[None]:
@@ -207,6 +235,7 @@ class BuddySandbox:
                     what="keeping the sandbox active",
                     timing="command",
                 )
+                self._active_at = time.monotonic()
             except BotError as exc:  # the call itself will tell what is wrong
                 log.info("could not keep sandbox %s active: %s", self.id, exc)
 
@@ -253,6 +282,32 @@ class BuddySandbox:
         return False
 
     async def _download(self, path: str, target: str) -> AsyncIterator[bytes]:
+        """The file's bytes; refused as not running before the first, it waits and retries."""
+        sent = False
+        try:
+            async with self._guard():
+                async for chunk in self._files.download(target, path):
+                    sent = True
+                    yield chunk
+            return
+        except NotRunning:
+            if sent or not await self.wake():
+                raise
         async with self._guard():
             async for chunk in self._files.download(target, path):
                 yield chunk
+
+
+class _Pristine:
+    """Upload chunks that tell whether reading them has begun (then they cannot be resent)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+        self.started = False
+
+    def __aiter__(self) -> _Pristine:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self.started = True
+        return await anext(self._chunks)
