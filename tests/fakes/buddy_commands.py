@@ -149,10 +149,10 @@ class Commands:
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(cmd.process.done.wait(), POLL_S)
+            cmd.hold_status(self.server.status_lag_s)
+            await response.write_eof()
         except ConnectionError:
-            return response  # the client left
-        cmd.hold_status(self.server.status_lag_s)
-        await response.write_eof()
+            pass  # the client left (a wait that ended before the command)
         return response
 
     def _command(self, request: web.Request) -> tuple[FakeSandbox, FakeCommand]:
