@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -73,8 +74,29 @@ def build_client(
     )
 
 
-def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
-    app = AsyncApp(client=client)
+def bolt_auth(client: AsyncWebClient, identity: dict[str, Any] | None) -> dict[str, Any]:
+    """How Bolt learns who the bot is. Left to itself Bolt calls auth.test on the first
+    event, before acking it: a slow or rate-limited answer misses Slack's 3 s deadline and
+    the event comes again. The startup check's answer (`identity`) is handed over instead."""
+    if identity is None:  # Slack was too busy at startup: Bolt asks on the first event
+        return {"client": client}
+    known = AuthorizeResult.from_auth_test_response(
+        bot_token=client.token, auth_test_response=identity
+    )
+
+    async def authorize() -> AuthorizeResult:
+        return known
+
+    # Bolt's own client goes without the token: with both, Bolt warns that it ignores it
+    # (each event's client gets it from `authorize`); same URL, connections and retries
+    bolt_client = AsyncWebClient(
+        base_url=client.base_url, session=client.session, retry_handlers=client.retry_handlers
+    )
+    return {"client": bolt_client, "authorize": authorize}
+
+
+def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | None) -> AsyncApp:
+    app = AsyncApp(**bolt_auth(client, identity))
 
     @app.event("app_mention")
     async def mention(event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -136,7 +158,7 @@ async def serve(
     the next start; a turn still running after the grace period is interrupted).
     `provider` replaces the one the settings describe (benchmarks bring their own)."""
     bot_token, app_token = slack_tokens(settings)
-    await check_slack(bot_token, app_token, settings.slack_api_url)
+    identity = await check_slack(bot_token, app_token, settings.slack_api_url)
     metrics = Metrics()
     store = metered(build_store(settings), metrics)
     await store.open()
@@ -164,7 +186,8 @@ async def serve(
     bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
     share_background_work(engine, coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
-    handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
+    app = build_app(bot, client, identity)
+    handler = AsyncSocketModeHandler(app, app_token, web_client=client)
     health = Health(store, handler.client.is_connected)
     monitor = MonitoringServer(metrics, health, settings.metrics_host, settings.metrics_port)
     metrics.watch_leases(coord)
