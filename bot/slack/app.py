@@ -174,11 +174,9 @@ def _link_disabled(message: aiohttp.WSMessage) -> bool:
         frame = json.loads(message.data)
     except ValueError:
         return False
-    return (
-        isinstance(frame, dict)
-        and frame.get("type") == "disconnect"
-        and (frame.get("reason") == "link_disabled")
-    )
+    if not isinstance(frame, dict):
+        return False
+    return frame.get("type") == "disconnect" and frame.get("reason") == "link_disabled"
 
 
 async def first_set(*events: asyncio.Event) -> None:

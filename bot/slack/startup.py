@@ -42,8 +42,8 @@ async def check_slack(bot_token: str, app_token: str, api_url: str) -> dict[str,
     # one try each: no retry handler (the SDK logs each retry, and a second line would only
     # repeat the first); a supervisor's restart is the retry
     client = AsyncWebClient(base_url=api_url, timeout=CHECK_TIMEOUT_S, retry_handlers=[])
-    identity = client.auth_test(token=bot_token)
-    bot = await _call(identity, api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP)
+    testing = client.auth_test(token=bot_token)
+    bot = await _call(testing, api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP)
     # hands out a Socket Mode URL that goes unused: the cheapest call the app token may make
     opening = client.apps_connections_open(app_token=app_token)
     await _call(opening, api_url, "SLACK_APP_TOKEN", APP_TOKEN_HELP)
