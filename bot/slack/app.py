@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
 import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.compose import Runtime, build_coordinator, build_store
@@ -30,11 +33,15 @@ from bot.slack.handlers import SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
-from bot.slack.startup import check_slack
+from bot.slack.startup import SlackSetupError, check_slack
 from bot.slack.view import views
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
+LINK_DISABLED = (
+    "Slack turned Socket Mode off for this app (disconnect: link_disabled): turn it on "
+    "again on the app's Socket Mode settings page, then start the bot again."
+)
 
 
 def slack_tokens(settings: Settings) -> tuple[str, str]:
@@ -73,8 +80,29 @@ def build_client(
     )
 
 
-def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
-    app = AsyncApp(client=client)
+def bolt_auth(client: AsyncWebClient, identity: dict[str, Any] | None) -> dict[str, Any]:
+    """How Bolt learns who the bot is. Left to itself Bolt calls auth.test on the first
+    event, before acking it: a slow or rate-limited answer misses Slack's 3 s deadline and
+    the event comes again. The startup check's answer (`identity`) is handed over instead."""
+    if identity is None:  # Slack was too busy at startup: Bolt asks on the first event
+        return {"client": client}
+    known = AuthorizeResult.from_auth_test_response(
+        bot_token=client.token, auth_test_response=identity
+    )
+
+    async def authorize() -> AuthorizeResult:
+        return known
+
+    # Bolt's own client goes without the token: with both, Bolt warns that it ignores it
+    # (each event's client gets it from `authorize`); same URL, connections and retries
+    bolt_client = AsyncWebClient(
+        base_url=client.base_url, session=client.session, retry_handlers=client.retry_handlers
+    )
+    return {"client": bolt_client, "authorize": authorize}
+
+
+def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | None) -> AsyncApp:
+    app = AsyncApp(**bolt_auth(client, identity))
 
     @app.event("app_mention")
     async def mention(event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -120,6 +148,46 @@ def build_app(bot: SlackBot, client: AsyncWebClient) -> AsyncApp:
     return app
 
 
+class LinkWatch:
+    """Slack's ``disconnect`` with reason ``link_disabled``: Socket Mode was turned off for
+    the app. The SDK reconnects on it as on any disconnect, is told the same at once and
+    loops at full speed; the client is closed instead, and `off` set so the app stops."""
+
+    def __init__(self, client: SocketModeClient) -> None:
+        self.off = asyncio.Event()
+        self._client = client
+        self._closing: asyncio.Task[None] | None = None
+        client.on_message_listeners.append(self._on_frame)
+
+    async def _on_frame(self, message: aiohttp.WSMessage) -> None:
+        if self.off.is_set() or not _link_disabled(message):
+            return
+        self.off.set()
+        # its own task: this runs in the client's receive task, which closing cancels
+        self._closing = asyncio.create_task(self._client.close())
+
+
+def _link_disabled(message: aiohttp.WSMessage) -> bool:
+    if message.type != aiohttp.WSMsgType.TEXT or "link_disabled" not in message.data:
+        return False
+    try:
+        frame = json.loads(message.data)
+    except ValueError:
+        return False
+    if not isinstance(frame, dict):
+        return False
+    return frame.get("type") == "disconnect" and frame.get("reason") == "link_disabled"
+
+
+async def first_set(*events: asyncio.Event) -> None:
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 def share_background_work(engine: Engine, coord: Coordinator) -> None:
     """A thread this process does not hold is reaped only once claimed, then let go."""
 
@@ -134,9 +202,11 @@ async def serve(
 ) -> None:
     """Run the app until `stop` is set, then shut down (sessions and sandboxes are kept for
     the next start; a turn still running after the grace period is interrupted).
-    `provider` replaces the one the settings describe (benchmarks bring their own)."""
+    `provider` replaces the one the settings describe (benchmarks bring their own).
+    Socket Mode turned off for the app shuts down the same way, then raises SlackSetupError
+    (one line naming the fix, instead of reconnecting forever)."""
     bot_token, app_token = slack_tokens(settings)
-    await check_slack(bot_token, app_token, settings.slack_api_url)
+    identity = await check_slack(bot_token, app_token, settings.slack_api_url)
     metrics = Metrics()
     store = metered(build_store(settings), metrics)
     await store.open()
@@ -164,7 +234,9 @@ async def serve(
     bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
     share_background_work(engine, coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
-    handler = AsyncSocketModeHandler(build_app(bot, client), app_token, web_client=client)
+    app = build_app(bot, client, identity)
+    handler = AsyncSocketModeHandler(app, app_token, web_client=client)
+    link = LinkWatch(handler.client)
     health = Health(store, handler.client.is_connected)
     monitor = MonitoringServer(metrics, health, settings.metrics_host, settings.metrics_port)
     metrics.watch_leases(coord)
@@ -187,7 +259,7 @@ async def serve(
             coord.replica,
         )
         await engine.lifecycle.tell_interrupted(interrupted)
-        await stop.wait()
+        await first_set(stop, link.off)
         log.info("Shutting down")
     finally:
         health.draining = True  # load balancers stop sending work here first
@@ -203,3 +275,5 @@ async def serve(
             await store.close()
         finally:
             await monitor.stop()
+    if link.off.is_set():
+        raise SlackSetupError(LINK_DISABLED)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import ConfigError
 
@@ -34,25 +36,28 @@ class SlackSetupError(ConfigError):
     """Slack cannot be used as configured; the message names the setting to fix."""
 
 
-async def check_slack(bot_token: str, app_token: str, api_url: str) -> None:
-    """Raise SlackSetupError if Slack's API cannot be reached or refuses a token."""
+async def check_slack(bot_token: str, app_token: str, api_url: str) -> dict[str, Any] | None:
+    """Raise SlackSetupError if Slack's API cannot be reached or refuses a token. Returns
+    what ``auth.test`` said of the bot token (None if Slack was too busy to say)."""
     # one try each: no retry handler (the SDK logs each retry, and a second line would only
     # repeat the first); a supervisor's restart is the retry
     client = AsyncWebClient(base_url=api_url, timeout=CHECK_TIMEOUT_S, retry_handlers=[])
-    await _call(client.auth_test(token=bot_token), api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP)
+    testing = client.auth_test(token=bot_token)
+    bot = await _call(testing, api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP)
     # hands out a Socket Mode URL that goes unused: the cheapest call the app token may make
     opening = client.apps_connections_open(app_token=app_token)
     await _call(opening, api_url, "SLACK_APP_TOKEN", APP_TOKEN_HELP)
+    return dict(bot.data) if isinstance(bot, AsyncSlackResponse) else None
 
 
-async def _call(call: Awaitable[object], api_url: str, setting: str, help_text: str) -> None:
+async def _call(call: Awaitable[object], api_url: str, setting: str, help_text: str) -> object:
     try:
-        await call
+        return await call
     except SlackApiError as exc:
         error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
         if error in PASSING or exc.response.status_code in (429, 500, 502, 503, 504):
             log.warning("Slack could not check %s now (%s); connecting anyway", setting, error)
-            return
+            return None
         if not error:  # not Slack's API answering (a wrong URL, a proxy's error page)
             status = exc.response.status_code
             raise SlackSetupError(

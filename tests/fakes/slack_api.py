@@ -69,7 +69,7 @@ from tests.fakes.slack_faults import Fault, Faults
 from tests.fakes.slack_files import FileFeatures, UploadedFile, _PendingUpload, _StoredFile
 from tests.fakes.slack_members import Membership
 from tests.fakes.slack_rates import RateLimits
-from tests.fakes.slack_socket import SocketMode, _Socket
+from tests.fakes.slack_socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMode, _Socket
 from tests.fakes.slack_users import UserActions
 
 __all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
@@ -151,6 +151,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         ai_refusal: str | None = None,
         rate_limits: float | None = None,
         share_delay_s: float = 0.2,
+        ack_deadline_s: float = ACK_DEADLINE_S,
+        max_redeliveries: int = MAX_REDELIVERIES,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -185,6 +187,15 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.sent_at: dict[str, float] = {}  # envelope id -> when it was sent
         self.acked_at: dict[str, float] = {}  # envelope id -> when its first ack arrived
         self.protocol_errors: list[str] = []  # malformed frames from the client
+        self.ack_deadline_s = ack_deadline_s  # then an event is delivered again (slack_socket)
+        self.max_redeliveries = max_redeliveries
+        self.redeliveries: list[Json] = []
+        self.late_acks: list[str] = []
+        self.lost: list[str] = []
+        self.socket_mode_enabled = True
+        self.link_refusals = 0
+        self._lose_next = 0
+        self._closing_index: int | None = None
         self.connections = 0
         self.messages: dict[str, list[Message]] = defaultdict(list)
         self.ephemerals: list[Json] = []

@@ -7,6 +7,7 @@ Slack's real CDN, and a client that sends it anyway is seen doing so (``tokens_s
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ class FakeCdn:
         self.base_url = ""
         self.requests: list[tuple[str, str | None]] = []  # (path, Authorization sent)
         self._links: dict[str, _Link] = {}
+        self.gate: asyncio.Event | None = None  # downloads wait until it is set: a slow CDN
         self._runner: web.AppRunner | None = None
 
     async def __aenter__(self) -> FakeCdn:
@@ -72,6 +74,8 @@ class FakeCdn:
         link = self._links.get(request.match_info["sig"])
         if link is None or link.expires < time.monotonic():
             return web.Response(status=403, text="<h1>Access denied</h1>", content_type="text/html")
+        if self.gate is not None:
+            await self.gate.wait()
         response = web.StreamResponse(
             headers={
                 "Content-Type": link.mimetype,

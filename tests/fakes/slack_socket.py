@@ -6,6 +6,21 @@ Acks are held to §1.3: a JSON object of ``envelope_id`` (an envelope that was s
 once) and, only where the envelope ``accepts_response_payload``, an object ``payload``.
 Anything else is a protocol error, kept in ``protocol_errors`` (the fake raises them when it
 closes).
+
+An ``events_api`` envelope not acked within ``ack_deadline_s`` (3 s, §1.3) is delivered again
+as Slack does: a new envelope with the same event (same ``event_id``), ``retry_attempt`` one
+higher and ``retry_reason`` ``timeout``, at most ``max_redeliveries`` (3) times; each one is
+kept in ``redeliveries``. Where the doc is vague the fake assumes: the HTTP policy's
+spacing (at once, ~1 min, ~5 min) becomes one deadline per attempt; an ack of any delivery
+of the event (late or on another connection) ends the retries; slash commands and actions
+are never redelivered (their late acks are only kept, in ``late_acks``).
+
+The server ends sockets itself too (§1.2): ``refresh_socket`` sends ``disconnect`` and
+closes, optionally losing the next envelopes as if they went down the closing socket (they
+come back as redeliveries on the next one); ``disable_socket_mode`` sends ``link_disabled``
+and, until ``enable_socket_mode``, tells every new socket the same and closes it at once
+(assumed: ``apps.connections.open`` keeps handing out URLs, so a client that reconnects on
+every ``disconnect`` loops).
 """
 
 from __future__ import annotations
@@ -19,11 +34,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from tests.fakes.slack_common import Json
 
 log = logging.getLogger(__name__)
+
+ACK_DEADLINE_S = 3.0  # §1.3: the Events API and interactivity ack deadline
+MAX_REDELIVERIES = 3  # §1.3: up to 3 retries
 
 
 @dataclass
@@ -48,6 +66,17 @@ class SocketMode:
     sent_at: dict[str, float]  # envelope id -> when it was sent
     acked_at: dict[str, float]  # envelope id -> when its first ack arrived
     protocol_errors: list[str]  # malformed frames from the client
+    ack_deadline_s: float
+    max_redeliveries: int
+    redeliveries: list[Json]  # envelopes sent again because no delivery was acked in time
+    late_acks: list[str]  # envelope ids acked after the deadline
+    lost: list[str]  # envelope ids that went down a closing socket, never to arrive
+    socket_mode_enabled: bool  # False: every socket is told link_disabled and closed
+    link_refusals: int  # sockets closed at once because Socket Mode was off
+    _lose_next: int  # envelopes still to lose on the socket being closed
+    _closing_index: int | None  # the connection refresh_socket closed last
+    _event_attempts: dict[str, int]
+    _tasks: set[asyncio.Task[None]]
     _sent: dict[str, Json]  # envelope id -> the envelope
     _tickets: set[str]
     _sockets: list[_Socket]
@@ -66,15 +95,37 @@ class SocketMode:
         return ack() or {}
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
-        """Send a ``disconnect`` frame on every open socket; the client must reconnect."""
+        """Send a ``disconnect`` frame on every open socket; the client must reconnect (and
+        close the old socket itself)."""
         await self._wait_for_socket()
-        frame = json.dumps(
-            {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
-        )
         for sock in self._live_sockets():
-            sock.retired = True
-            async with sock.lock:
-                await sock.ws.send_str(frame)
+            await self._tell_disconnect(sock, reason)
+
+    async def refresh_socket(self, reason: str = "refresh_requested", *, lose: int = 0) -> int:
+        """Recycle the newest socket as Slack does every few hours: ``disconnect``, then the
+        server closes it. The next `lose` envelopes are lost with it (sent, never received,
+        so never acked: they come back as redeliveries). Returns the closed connection."""
+        sock = await self._wait_for_socket()
+        self._lose_next, self._closing_index = lose, sock.index
+        await self._tell_disconnect(sock, reason)
+        await sock.ws.close(code=WSCloseCode.GOING_AWAY, message=reason.encode())
+        return sock.index
+
+    async def disable_socket_mode(self) -> None:
+        """Socket Mode turned off in the app's settings: every socket is told
+        ``link_disabled`` and closed, and so is every new one until `enable_socket_mode`."""
+        self.socket_mode_enabled = False
+        for sock in self._live_sockets():
+            await self._tell_disconnect(sock, "link_disabled")
+            await sock.ws.close(code=WSCloseCode.GOING_AWAY, message=b"link_disabled")
+
+    def enable_socket_mode(self) -> None:
+        self.socket_mode_enabled = True
+
+    async def _tell_disconnect(self, sock: _Socket, reason: str) -> None:
+        sock.retired = True
+        async with sock.lock:
+            await sock.ws.send_str(_disconnect_frame(reason))
 
     def _apps_connections_open(self, args: Json) -> Json:
         ticket = uuid.uuid4().hex
@@ -89,6 +140,11 @@ class SocketMode:
         self._tickets.discard(ticket)
         ws = web.WebSocketResponse()  # autoping: pings are answered with their payload
         await ws.prepare(request)
+        if not self.socket_mode_enabled:
+            self.link_refusals += 1
+            await ws.send_str(_disconnect_frame("link_disabled"))
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"link_disabled")
+            return ws
         hello = {
             "type": "hello",
             "num_connections": len(self._live_sockets()) + 1,
@@ -122,7 +178,11 @@ class SocketMode:
             log.warning("fake Slack: %s: %r", problem, data[:200])
         if isinstance(frame, dict) and isinstance(frame.get("envelope_id"), str):
             self.acks.append(frame)
-            self.acked_at.setdefault(frame["envelope_id"], time.monotonic())
+            envelope_id, now = frame["envelope_id"], time.monotonic()
+            sent = self.sent_at.get(envelope_id, now)
+            if envelope_id not in self.acked_at and now - sent > self.ack_deadline_s:
+                self.late_acks.append(envelope_id)
+            self.acked_at.setdefault(envelope_id, now)
 
     def _ack_problem(self, frame: object) -> str | None:
         """What is wrong with a frame from the client, taken as an ack; None if nothing."""
@@ -164,21 +224,72 @@ class SocketMode:
 
     async def _send_envelope(self, envelope: Json, connection: int | None = None) -> str:
         """Send on the newest open socket (or a random one with `spread_events`), waiting for
-        one if the bot is reconnecting."""
+        one if the bot is reconnecting; an event not acked in time is sent again."""
+        envelope_id = str(envelope["envelope_id"])
+        if self._lose_next and self._closing_index is not None:
+            self._lose_next -= 1  # it went down the socket refresh_socket closed
+            self._record_sent(envelope, self._closing_index)
+            self.lost.append(envelope_id)
+        else:
+            await self._deliver(envelope, connection)
+        self.envelopes.append(envelope)
+        if envelope["type"] == "events_api":
+            task = asyncio.create_task(self._redeliver_unacked(envelope))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return envelope_id
+
+    async def _deliver(self, envelope: Json, connection: int | None) -> None:
         frame = json.dumps(envelope)
         while True:
             sock = await self._wait_for_socket(connection)
             try:
                 async with sock.lock:
-                    self._sent[str(envelope["envelope_id"])] = envelope
-                    self.sent_at[str(envelope["envelope_id"])] = time.monotonic()
+                    self._record_sent(envelope, sock.index)
                     await sock.ws.send_str(frame)
-                    self.delivered_to[str(envelope["envelope_id"])] = sock.index
             except ConnectionError:
                 sock.retired = True  # it died under us; try the next one
                 continue
-            self.envelopes.append(envelope)
-            return str(envelope["envelope_id"])
+            return
+
+    def _record_sent(self, envelope: Json, index: int) -> None:
+        envelope_id = str(envelope["envelope_id"])
+        self._sent[envelope_id] = envelope
+        self.sent_at[envelope_id] = time.monotonic()
+        self.delivered_to[envelope_id] = index
+
+    async def _redeliver_unacked(self, envelope: Json) -> None:
+        """After the deadline, send the event again unless some delivery of it was acked, a
+        later delivery is already out, or the retries are used up."""
+        await asyncio.sleep(self.ack_deadline_s)
+        event_id = str(envelope["payload"].get("event_id", ""))
+        attempt = int(envelope.get("retry_attempt") or 0)
+        latest = self._event_attempts.get(event_id, attempt)
+        if self._event_acked(event_id) or attempt < latest or attempt >= self.max_redeliveries:
+            return
+        self._event_attempts[event_id] = attempt + 1
+        again = {
+            **envelope,
+            "envelope_id": str(uuid.uuid4()),
+            "retry_attempt": attempt + 1,
+            "retry_reason": "timeout",
+        }
+        self.redeliveries.append(again)
+        try:
+            await self._send_envelope(again)
+        except TimeoutError:  # nobody connected: Slack gives up on it too
+            log.warning("fake Slack: event %s redelivery %d found no socket", event_id, attempt + 1)
+
+    def _event_acked(self, event_id: str) -> bool:
+        return any(
+            e["type"] == "events_api" and e["payload"].get("event_id") == event_id
+            for envelope_id, e in self._sent.items()
+            if envelope_id in self.acked_at
+        )
+
+    def redeliveries_of(self, event_id: str) -> list[Json]:
+        """The redeliveries of one event, in order."""
+        return [e for e in self.redeliveries if e["payload"].get("event_id") == event_id]
 
     @staticmethod
     def _envelope(kind: str, payload: Json, *, accepts_response_payload: bool) -> Json:
@@ -188,3 +299,9 @@ class SocketMode:
             "type": kind,
             "accepts_response_payload": accepts_response_payload,
         }
+
+
+def _disconnect_frame(reason: str) -> str:
+    return json.dumps(
+        {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
+    )
