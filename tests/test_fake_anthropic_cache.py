@@ -46,7 +46,7 @@ async def test_top_level_cache_control_reads_previous_turn_prefix() -> None:
             "tools": [RUN_CODE],
         }
         first = await client.messages.create(**kw, messages=messages, cache_control=auto)
-        call = first.content[1]
+        call = first.content[-1]
         messages += [
             {"role": "assistant", "content": first.content},
             {

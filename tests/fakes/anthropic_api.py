@@ -18,7 +18,8 @@ fault to inject::
 It is as strict as the Messages API reference (anthropic-messages-api.md) where
 that doc is clear: request validation (``anthropic_validation``), per-model rules
 (``anthropic_rules``), signed thinking blocks that must come back unchanged
-(``anthropic_history``) and a prompt cache that matches prefixes byte for byte
+(``anthropic_history``; a model that thinks starts every reply with a thinking block, the
+script's or one added here) and a prompt cache that matches prefixes byte for byte
 (``anthropic_cache``). A test fails when its script raises, or when faults it injected were
 never consumed.
 """
@@ -35,7 +36,15 @@ from typing import Any
 import anthropic
 from aiohttp import web
 
-from tests.fakes.anthropic_blocks import random_id, redacted_thinking, text, thinking, tool_use
+from tests.fakes.anthropic_blocks import (
+    THINKING_KINDS,
+    Block,
+    random_id,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
 from tests.fakes.anthropic_cache import PromptCache, output_usage, total_input_tokens
 from tests.fakes.anthropic_faults import (
     DropConnection,
@@ -51,7 +60,7 @@ from tests.fakes.anthropic_faults import (
     summary,
 )
 from tests.fakes.anthropic_history import PROCESS_SECRET, History
-from tests.fakes.anthropic_models import KNOWN_MODELS, model_info
+from tests.fakes.anthropic_models import KNOWN_MODELS, model_info, thinks
 from tests.fakes.anthropic_request import ModelRequest, ToolResult
 from tests.fakes.anthropic_rules import (
     MAX_REQUEST_BYTES,
@@ -75,6 +84,9 @@ from tests.fakes.anthropic_wire import (
     stream_tail,
 )
 from tests.fakes.loopback import serve
+
+# What a thinking model thinks when the script did not say (a summary, doc 1.4).
+AUTO_THOUGHT = "Working out the next step."
 
 __all__ = [
     "KNOWN_MODELS",
@@ -187,7 +199,7 @@ class FakeAnthropic:
             return denied
         try:
             self._check(raw, body, req.headers)
-            self._history.check(req.merged_messages)
+            self._history.check(str(req.model), req.merged_messages)
         except ApiError as err:
             return error_response(err.status, err.type, str(err))
         outcome = self._faults.popleft() if self._faults else await self._run_script(req)
@@ -263,7 +275,10 @@ class FakeAnthropic:
     ) -> web.StreamResponse:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
-        message = self._message(req, reply, self._history.sign(reply.content))
+        content = self._history.sign(
+            str(req.model), req.merged_messages, self._thought(req, reply.content)
+        )
+        message = self._message(req, reply, content)
         self._history.remember(req.merged_messages, message["content"], str(reply.stop_reason))
         self.replies.append(message)
         if not req.stream:
@@ -282,13 +297,26 @@ class FakeAnthropic:
         if isinstance(fault, DropConnection) and not req.stream:
             return drop(request)
 
-        partial = self._history.sign(partial_blocks(fault.after_blocks, fault.content))
+        blocks = self._thought(req, partial_blocks(fault.after_blocks, fault.content))
+        partial = self._history.sign(str(req.model), req.merged_messages, blocks)
         response = await stream(request, stream_blocks(self._message(req, Reply(partial), partial)))
         if isinstance(fault, DropConnection):
             return drop(request, response)
         await response.write(sse("error", error={"type": fault.type, "message": fault.message}))
         await response.write_eof()
         return response
+
+    @staticmethod
+    def _thought(req: ModelRequest, content: list[Block]) -> list[Block]:
+        """A model that thinks starts every reply with a thinking block: the script's own, or
+        one made here (empty under `display: "omitted"`, doc 1.2)."""
+        if not thinks(str(req.model), req.body):
+            return content
+        if content and content[0].get("type") in THINKING_KINDS:
+            return content
+        mode = req.body.get("thinking")
+        omitted = isinstance(mode, dict) and mode.get("display") == "omitted"
+        return [thinking("" if omitted else AUTO_THOUGHT), *content]
 
     @staticmethod
     def _error(fault: HttpError) -> web.Response:
