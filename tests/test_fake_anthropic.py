@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.anthropic_support import visible, MODEL, RUN_CODE, USER_HI, say
+from tests.anthropic_support import MODEL, RUN_CODE, USER_HI, say, visible
 from tests.fakes.anthropic_api import (
     FakeAnthropic,
     ModelRequest,
