@@ -37,6 +37,9 @@ TRUNCATED_CALL_NOTE = (
     "run. Send shorter code, or split the work into several calls."
 )
 TERMINAL_STOPS = {"end_turn", "stop_sequence"}
+FULL_WINDOW_NOTE = (
+    "This conversation has filled the model's context window; start a new thread to go on."
+)
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,10 @@ class Agent:
                 last_next = run.turns >= self._config.max_turns - 1
                 await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
                 continue
+            # A turn cut short (a full context window, say) may still hold calls: they are
+            # answered unrun, or the history is refused at the next question.
+            self._answer_unrun(calls, "The turn ended before this call ran.")
+            await self._save()
             return await self._finish(run, message, reporter, stop)
 
     async def _limit_reached(
@@ -245,6 +252,8 @@ class Agent:
         answer = "\n\n".join(_texts(message)).strip()
         if stop == "max_tokens":
             answer += "\n\n_(The answer was cut at the output token limit.)_"
+        elif stop == "model_context_window_exceeded":
+            answer = (answer + "\n\n" if answer else "") + f"_({FULL_WINDOW_NOTE})_"
         elif stop == "budget":
             answer = (answer + "\n\n" if answer else "") + (
                 f"_(Stopped at this run's budget of ${run.budget_usd:.2f}.)_"

@@ -119,6 +119,11 @@ def _describe(exc: Exception, client: anthropic.AsyncAnthropic) -> str:
         return "The model API is overloaded right now; try again in a few minutes."
     if status == 413:
         return "This conversation is too large for the model API; start a new conversation."
+    if status == 400 and "prompt is too long" in str(getattr(exc, "api_message", "")):
+        return (
+            "This conversation has grown too long for the model's context window; "
+            "start a new thread to go on."
+        )
     if status == 400:
         detail = getattr(exc, "api_message", None) or "bad request"
         return f"The model API refused the request: {str(detail)[:200]}"

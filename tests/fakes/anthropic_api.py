@@ -60,14 +60,16 @@ from tests.fakes.anthropic_faults import (
     summary,
 )
 from tests.fakes.anthropic_history import PROCESS_SECRET, History
-from tests.fakes.anthropic_models import KNOWN_MODELS, model_info, thinks
+from tests.fakes.anthropic_models import KNOWN_MODELS, context_window, model_info, thinks
 from tests.fakes.anthropic_request import ModelRequest, ToolResult
 from tests.fakes.anthropic_rules import (
     MAX_REQUEST_BYTES,
     check_cache_markers,
+    check_max_tokens,
     check_model,
     check_model_rules,
     check_size,
+    check_window,
 )
 from tests.fakes.anthropic_validation import ApiError, validate
 from tests.fakes.anthropic_wire import (
@@ -114,7 +116,9 @@ class FakeAnthropic:
     """The fake API server; an async context manager.
 
     ``models`` are the model ids it knows (others get a 404); ``max_request_bytes`` is the
-    size above which a request gets a 413."""
+    size above which a request gets a 413; ``context_window``, when given, replaces every
+    model's own (so a test can fill a small one). ``clock`` is the prompt cache's time in
+    seconds (``time.monotonic`` unless a test drives it)."""
 
     def __init__(
         self,
@@ -124,10 +128,12 @@ class FakeAnthropic:
         min_cache_tokens: int = 1024,
         max_request_bytes: int = MAX_REQUEST_BYTES,
         secret: bytes = PROCESS_SECRET,
+        context_window: int | None = None,
     ) -> None:
         self.model_fn = model_fn
         self.models = tuple(models)
         self.max_request_bytes = max_request_bytes
+        self.context_window = context_window
         self.cache = PromptCache(min_cache_tokens)
         self.requests: list[ModelRequest] = []
         self.replies: list[dict[str, Any]] = []  # every message sent, as sent
@@ -219,7 +225,7 @@ class FakeAnthropic:
         return web.json_response({"input_tokens": total_input_tokens(body)}, headers=id_header())
 
     async def _list_models(self, request: web.Request) -> web.Response:
-        data = [model_info(m) for m in self.models]
+        data = [model_info(m, self.context_window) for m in self.models]
         page = {"data": data, "has_more": False, "first_id": None, "last_id": None}
         if data:
             page.update(first_id=data[0]["id"], last_id=data[-1]["id"])
@@ -229,7 +235,7 @@ class FakeAnthropic:
         model = request.match_info["model_id"]
         if model not in self.models:
             return error_response(404, "not_found_error", f"model: {model}")
-        return web.json_response(model_info(model), headers=id_header())
+        return web.json_response(model_info(model, self.context_window), headers=id_header())
 
     # -- helpers
 
@@ -242,6 +248,10 @@ class FakeAnthropic:
         check_model(body, self.models)
         check_model_rules(body)
         check_cache_markers(body)
+        if not count_only:  # counting a prompt too long to send is what counting is for
+            check_max_tokens(body)
+            window = self.context_window or context_window(str(body.get("model")))
+            check_window(total_input_tokens(body), window)
 
     async def _run_script(self, req: ModelRequest) -> Reply | Fault:
         outcome = self.model_fn(req)
