@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -129,12 +130,13 @@ class FakeAnthropic:
         max_request_bytes: int = MAX_REQUEST_BYTES,
         secret: bytes = PROCESS_SECRET,
         context_window: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model_fn = model_fn
         self.models = tuple(models)
         self.max_request_bytes = max_request_bytes
         self.context_window = context_window
-        self.cache = PromptCache(min_cache_tokens)
+        self.cache = PromptCache(min_cache_tokens, clock)
         self.requests: list[ModelRequest] = []
         self.replies: list[dict[str, Any]] = []  # every message sent, as sent
         self.errors: list[Exception] = []  # raised by the script or the fake itself
