@@ -14,8 +14,10 @@ from bot.settings import DEFAULT_MODEL
 from tests.fakes.anthropic_api import (
     ModelRequest,
     Reply,
+    StreamError,
     http_error,
     redacted_thinking,
+    stream_error,
     text,
     thinking,
 )
@@ -118,3 +120,27 @@ async def test_turn_retry_waits_as_long_as_the_server_asked(sandbox_root: Path) 
     assert isinstance(result, RunFinished) and len(fake.requests) == 4
     gaps = [b.received_at - a.received_at for a, b in pairwise(fake.requests)]
     assert all(gap >= 0.3 for gap in gaps), gaps  # the bot's own delay alone is 0.01 s
+
+
+async def test_a_turn_retried_mid_stream_resends_the_history_as_it_was(
+    sandbox_root: Path,
+) -> None:
+    """The second turn's stream breaks after its thinking and some text went out; the retry
+    sends the first turn back untouched and nothing of the broken one."""
+    broken: list[ModelRequest] = []
+
+    def script(req: ModelRequest) -> Reply | StreamError:
+        if req.turn == 1 and not broken:
+            broken.append(req)
+            partial = [thinking("Half a thought."), text("The answer is")]
+            return stream_error("overloaded_error", after_blocks=2, content=partial)
+        return thinker(req)
+
+    async with session_with(script, sandbox_root) as (session, fake):
+        result = await session.ask("what is 6 * 7?", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "The answer is 42."
+    retried = fake.requests[2]
+    assert retried.messages == broken[0].messages  # the same conversation, sent again
+    history = session.agent.history
+    assert all("Half a thought." not in json.dumps(m) for m in history)
+    assert len(fake.requests) == 4  # turn 1, the broken turn 2, its retry, turn 3
