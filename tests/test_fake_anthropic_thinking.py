@@ -211,3 +211,23 @@ async def test_thinking_is_bound_to_its_model_and_conversation() -> None:
 
         done = await client.messages.create(model=MODEL, max_tokens=100, messages=history)
     assert done.content[-1].text == "All done."
+
+
+async def test_another_model_takes_the_conversation_stripped_of_thinking() -> None:
+    """Doc 1.4: "Strip or restart instead". The latest turn may then lose its thinking too,
+    since another model wrote it; for its own model it may not."""
+    async with FakeAnthropic(tool_thinker) as api, api.client() as client:
+        history = await _two_tool_turns(client)
+        thoughts = ("thinking", "redacted_thinking")
+        stripped = [
+            {**m, "content": [b for b in m["content"] if b.get("type") not in thoughts]}
+            if m["role"] == "assistant"
+            else m
+            for m in history
+        ]
+        other = await client.messages.create(
+            model="claude-fable-5-2", max_tokens=100, messages=stripped
+        )
+        with pytest.raises(anthropic.BadRequestError, match=LATEST):
+            await client.messages.create(model=MODEL, max_tokens=100, messages=stripped)
+    assert other.content[-1].text == "All done."

@@ -291,7 +291,8 @@ class FakeAnthropic:
             str(req.model), req.merged_messages, self._thought(req, reply.content)
         )
         message = self._message(req, reply, content)
-        self._history.remember(req.merged_messages, message["content"], str(reply.stop_reason))
+        stop = str(reply.stop_reason)
+        self._history.remember(str(req.model), req.merged_messages, message["content"], stop)
         self.replies.append(message)
         if not req.stream:
             return web.json_response(message, headers=id_header())

@@ -58,7 +58,9 @@ class History:
 
     def __init__(self, secret: bytes = PROCESS_SECRET) -> None:
         self._secret = secret
-        self._sent: dict[str, set[str]] = {}  # visible blocks → whole assistant messages
+        # (model, visible blocks) → whole assistant messages. Per model: a turn another model
+        # wrote comes back stripped of its thinking, as doc 1.4 says to do.
+        self._sent: dict[tuple[str, str], set[str]] = {}
         self._paused: set[str] = set()  # assistant messages that ended in pause_turn
 
     # -- sending
@@ -84,12 +86,14 @@ class History:
             signed.append(block)
         return signed
 
-    def remember(self, messages: list[dict[str, Any]], content: list[Block], stop: str) -> None:
+    def remember(
+        self, model: str, messages: list[dict[str, Any]], content: list[Block], stop: str
+    ) -> None:
         """``messages`` merged; a reply to a paused turn continues that assistant message."""
         last = messages[-1] if messages else {}
         before = as_blocks(last.get("content")) if last.get("role") == "assistant" else []
         whole = [*before, *content]
-        self._sent.setdefault(_visible(whole), set()).add(_norm(whole))
+        self._sent.setdefault((model, _visible(whole)), set()).add(_norm(whole))
         if stop == "pause_turn":
             self._paused.add(_norm(whole))
 
@@ -102,7 +106,7 @@ class History:
             blocks = as_blocks(messages[i]["content"])
             self._check_blocks(model, messages[:i], i, blocks, latest=i == turns[-1])
         if turns:
-            self._check_latest(turns[-1], as_blocks(messages[turns[-1]]["content"]))
+            self._check_latest(model, turns[-1], as_blocks(messages[turns[-1]]["content"]))
         last = messages[-1]
         if last["role"] == "assistant" and _norm(as_blocks(last["content"])) not in self._paused:
             raise InvalidRequest(
@@ -131,11 +135,11 @@ class History:
             if block.get("type") == "redacted_thinking" and not self._sealed(place, block):
                 raise InvalidRequest(f"{where}: Invalid `data` in `redacted_thinking` block")
 
-    def _check_latest(self, i: int, blocks: list[Block]) -> None:
+    def _check_latest(self, model: str, i: int, blocks: list[Block]) -> None:
         """The latest assistant turn comes back whole: each thinking block the server sent
         with it, unchanged and in place (1.4). Earlier turns may drop theirs: only the last
         turn's thinking is kept anyway (6, `clear_thinking`)."""
-        sent = self._sent.get(_visible(blocks))
+        sent = self._sent.get((model, _visible(blocks)))
         if sent and _norm(blocks) not in sent:
             raise InvalidRequest(f"messages.{i}: {MODIFIED}")
 
