@@ -19,9 +19,12 @@ It is as strict as the Messages API reference (anthropic-messages-api.md) where
 that doc is clear: request validation (``anthropic_validation``), per-model rules
 (``anthropic_rules``), signed thinking blocks that must come back unchanged
 (``anthropic_history``; a model that thinks starts every reply with a thinking block, the
-script's or one added here) and a prompt cache that matches prefixes byte for byte
-(``anthropic_cache``). A test fails when its script raises, or when faults it injected were
-never consumed.
+script's or one added here; the seal binds it to the model and the conversation), each
+model's ``max_tokens`` cap and context window (``anthropic_rules``; "prompt is too long: N
+tokens > M maximum" is an assumed wording, the doc gives none), and a prompt cache that
+matches prefixes byte for byte and forgets them after their TTL (``anthropic_cache``).
+Faults include 429/529s with no ``retry-after`` or a long one (``http_error``). A test
+fails when its script raises, or when faults it injected were never consumed.
 """
 
 from __future__ import annotations
