@@ -27,7 +27,7 @@ async def test_a_turn_that_fills_the_window_leaves_a_usable_history(sandbox_root
         full = await session.ask("analyse everything", Recorder())
         follow = await session.ask("just the summary, then", Recorder())
     assert isinstance(full, RunFinished) and full.stop == "model_context_window_exceeded"
-    assert "context window" in full.answer and "new thread" in full.answer
+    assert "context window" in full.answer and "new conversation" in full.answer
     assert isinstance(follow, RunFinished) and follow.answer == "A shorter answer."
     [unrun] = fake.requests[1].merged_messages[2]["content"][:1]
     assert unrun["type"] == "tool_result" and unrun["is_error"]
@@ -47,7 +47,7 @@ async def test_a_prompt_too_long_for_the_window_fails_with_a_clear_reason(
         servers.append(fake)
         result = await session.ask("print a lot", Recorder())
     assert isinstance(result, RunFailed) and result.cause == "model"
-    assert "context window" in result.reason and "new thread" in result.reason
+    assert "context window" in result.reason and "new conversation" in result.reason
     assert len(fake.requests) == 2  # a 400 is not retried
 
 

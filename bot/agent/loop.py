@@ -40,7 +40,7 @@ TERMINAL_STOPS = {"end_turn", "stop_sequence"}
 THINKING_KINDS = ("thinking", "redacted_thinking")
 MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
 FULL_WINDOW_NOTE = (
-    "This conversation has filled the model's context window; start a new thread to go on."
+    "This conversation has filled the model's context window; start a new conversation to go on."
 )
 
 

@@ -158,7 +158,7 @@ def _describe(exc: Exception, client: anthropic.AsyncAnthropic) -> str:
     if status == 400 and "prompt is too long" in str(getattr(exc, "api_message", "")):
         return (
             "This conversation has grown too long for the model's context window; "
-            "start a new thread to go on."
+            "start a new conversation to go on."
         )
     if status == 400:
         detail = getattr(exc, "api_message", None) or "bad request"
