@@ -8,9 +8,12 @@ of the same message before it. So a block sent to another model, spliced into an
 conversation, or moved within its own message is refused too. Earlier turns may still drop
 their thinking: the conversation is read without thinking blocks, which the API need not
 keep (doc 6, `clear_thinking`). How the real API binds a block is not documented; this is
-the strict reading. Every assistant message the fake produced is remembered by its visible blocks,
-so the latest assistant turn can be checked to come back with its thinking blocks unchanged
-and in place, and a conversation may end on an assistant turn only after ``pause_turn``.
+the strict reading.
+
+Every assistant message the fake produced is remembered by its model and visible blocks, so
+the latest assistant turn can be checked to come back to that model with its thinking blocks
+unchanged and in place (another model takes it stripped of them: doc 1.4, "strip or
+restart"), and a conversation may end on an assistant turn only after ``pause_turn``.
 """
 
 from __future__ import annotations
