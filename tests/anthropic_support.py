@@ -19,6 +19,11 @@ RUN_CODE = {
 LONG_SYSTEM = "You are a careful data analyst. Always show the code you ran. " * 100
 
 
+def visible(message: Any) -> list[Any]:
+    """A reply's blocks less its thinking (which every reply of a thinking model starts with)."""
+    return [b for b in message.content if b.type not in ("thinking", "redacted_thinking")]
+
+
 def say(s: str) -> Any:
     return lambda req: Reply([text(s)])
 

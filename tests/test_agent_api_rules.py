@@ -12,14 +12,17 @@ from typing import Any
 from bot.agent.events import RunFailed, RunFinished
 from bot.settings import DEFAULT_MODEL
 from tests.fakes.anthropic_api import (
+    FakeAnthropic,
     ModelRequest,
     Reply,
+    StreamError,
     http_error,
     redacted_thinking,
+    stream_error,
     text,
     thinking,
 )
-from tests.support import Recorder
+from tests.support import Recorder, runtime_for
 from tests.test_agent_loop import run_python, session_with
 
 
@@ -118,3 +121,63 @@ async def test_turn_retry_waits_as_long_as_the_server_asked(sandbox_root: Path) 
     assert isinstance(result, RunFinished) and len(fake.requests) == 4
     gaps = [b.received_at - a.received_at for a, b in pairwise(fake.requests)]
     assert all(gap >= 0.3 for gap in gaps), gaps  # the bot's own delay alone is 0.01 s
+
+
+async def test_a_turn_retried_mid_stream_resends_the_history_as_it_was(
+    sandbox_root: Path,
+) -> None:
+    """The second turn's stream breaks after its thinking and some text went out; the retry
+    sends the first turn back untouched and nothing of the broken one."""
+    broken: list[ModelRequest] = []
+
+    def script(req: ModelRequest) -> Reply | StreamError:
+        if req.turn == 1 and not broken:
+            broken.append(req)
+            partial = [thinking("Half a thought."), text("The answer is")]
+            return stream_error("overloaded_error", after_blocks=2, content=partial)
+        return thinker(req)
+
+    async with session_with(script, sandbox_root) as (session, fake):
+        result = await session.ask("what is 6 * 7?", Recorder())
+    assert isinstance(result, RunFinished) and result.answer == "The answer is 42."
+    retried = fake.requests[2]
+    assert retried.messages == broken[0].messages  # the same conversation, sent again
+    history = session.agent.history
+    assert all("Half a thought." not in json.dumps(m) for m in history)
+    assert len(fake.requests) == 4  # turn 1, the broken turn 2, its retry, turn 3
+
+
+async def test_a_conversation_goes_on_after_the_model_is_changed(sandbox_root: Path) -> None:
+    """Thinking is bound to the model that wrote it (doc 1.4): after a restart with another
+    ANTHROPIC_MODEL, the saved conversation goes on without the old model's thinking. The
+    first run was cut mid-tool-loop, so its latest turn is one the old model wrote."""
+    new_model = "claude-opus-5-5"
+    async with FakeAnthropic(thinker) as fake:
+        before = runtime_for(fake.base_url, sandbox_root)
+        session = before.sessions.new("switch")
+        try:
+            await session.ask("what is 6 * 7?", Recorder())
+        finally:
+            await session.close()
+            await before.close()
+        saved = json.loads(json.dumps(session.agent.history))
+        cut = saved[:2]  # the first tool call, unanswered: the crash case
+        for history in (saved, cut):
+            after = runtime_for(fake.base_url, sandbox_root, anthropic_model=new_model)
+            resumed = after.sessions.new("switch", history=history)
+            try:
+                result = await resumed.ask("sure?", Recorder())
+            finally:
+                await resumed.close()
+                await after.close()
+            assert isinstance(result, RunFinished), result
+    # Every thinking block the new model was sent back is one it wrote itself.
+    own = {
+        b.get("signature") for r in fake.replies if r["model"] == new_model for b in r["content"]
+    }
+    for req in fake.requests:
+        if req.model == new_model:
+            sent = [b for m in req.messages if m["role"] == "assistant" for b in m["content"]]
+            assert {b["signature"] for b in sent if b["type"] == "thinking"} <= own
+            assert all("model" not in m for m in req.messages)
+    assert len(fake.requests) == 3 + 1 + 2  # nothing refused, nothing retried

@@ -30,10 +30,14 @@ async def session_with(
     root: Path,
     min_cache_tokens: int = 1024,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    context_window: int | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
     fake_api = FakeAnthropic(
-        script, min_cache_tokens=min_cache_tokens, max_request_bytes=max_request_bytes
+        script,
+        min_cache_tokens=min_cache_tokens,
+        max_request_bytes=max_request_bytes,
+        context_window=context_window,
     )
     async with fake_api as fake:
         runtime = runtime_for(fake.base_url, root, **settings)
@@ -223,7 +227,10 @@ async def test_several_pauses_in_a_row_each_count_as_a_turn(sandbox_root: Path) 
     # Each resend carried the paused turn as one assistant message, and no new user text.
     last = fake.requests[-1].messages
     assert [m["role"] for m in last] == ["user", "assistant"]
-    assert [b["text"] for b in last[1]["content"]] == ["pause 1", "pause 2", "pause 3"]
+    # Each part of the turn starts with its own thinking, kept in place.
+    assert [b["type"] for b in last[1]["content"]] == ["thinking", "text"] * 3
+    texts = [b["text"] for b in last[1]["content"] if b["type"] == "text"]
+    assert texts == ["pause 1", "pause 2", "pause 3"]
 
 
 async def test_endless_pauses_end_at_the_turn_limit(sandbox_root: Path) -> None:

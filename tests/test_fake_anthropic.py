@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.anthropic_support import MODEL, RUN_CODE, USER_HI, say
+from tests.anthropic_support import MODEL, RUN_CODE, USER_HI, say, visible
 from tests.fakes.anthropic_api import (
     FakeAnthropic,
     ModelRequest,
@@ -24,12 +24,15 @@ async def test_create_returns_scripted_text() -> None:
     async with FakeAnthropic(say("Hello from the fake")) as api, api.client() as client:
         msg = await client.messages.create(model=MODEL, max_tokens=100, messages=USER_HI)
 
-    assert msg.content[0].type == "text"
-    assert msg.content[0].text == "Hello from the fake"
+    thought, answer = msg.content  # the model always thinks: a thinking block comes first
+    assert thought.type == "thinking" and thought.thinking and len(thought.signature) > 20
+    assert answer.type == "text" and answer.text == "Hello from the fake"
     assert msg.stop_reason == "end_turn"
     assert msg.model == MODEL
     assert msg._request_id and msg._request_id.startswith("req_")
-    assert msg.usage.input_tokens > 0 and msg.usage.output_tokens == 5
+    assert (
+        msg.usage.input_tokens > 0 and msg.usage.output_tokens == 5 + 7
+    )  # the text, then the thinking
     [req] = api.requests
     assert req.headers["authorization"] == "Bearer sk-ant-test"
     assert req.headers["anthropic-version"] == "2026-10-21"
@@ -85,14 +88,21 @@ async def test_sse_wire_format() -> None:
     start = events[0][1]["message"]
     assert start["content"] == [] and start["stop_reason"] is None
     assert start["usage"]["input_tokens"] > 0
+    # The model always thinks: block 0 is its thinking, in the documented order (1.8).
+    thought = [(n, d) for n, d in events[2:] if d.get("index") == 0]
+    assert thought[0][1]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
+    kinds = [d["delta"]["type"] for n, d in thought[1:-1]]
+    assert kinds[-1] == "signature_delta" and set(kinds[:-1]) == {"thinking_delta"}
+    assert len(kinds) >= 2 and thought[-1][0] == "content_block_stop"
+    assert names.index("content_block_start", 3) > events.index(thought[-1])
     text_deltas = [
-        d["delta"]["text"] for n, d in events if n == "content_block_delta" and d["index"] == 0
+        d["delta"]["text"] for n, d in events if n == "content_block_delta" and d["index"] == 1
     ]
     assert len(text_deltas) >= 2 and "".join(text_deltas) == "Hello there"
     json_parts = [
         d["delta"]["partial_json"]
         for n, d in events
-        if n == "content_block_delta" and d["index"] == 1
+        if n == "content_block_delta" and d["index"] == 2
     ]
     assert json_parts[0] == "" and len(json_parts) >= 3
     assert json.loads("".join(json_parts)) == {"code": "1 + 1"}
@@ -112,7 +122,7 @@ async def test_script_sees_tool_results_and_turns() -> None:
         first = await client.messages.create(
             model=MODEL, max_tokens=100, messages=messages, tools=[RUN_CODE], system="Be brief."
         )
-        call = first.content[0]
+        [call] = visible(first)
         assert call.type == "tool_use" and call.id.startswith("toolu_")
         messages += [
             {"role": "assistant", "content": first.content},
@@ -131,7 +141,7 @@ async def test_script_sees_tool_results_and_turns() -> None:
             model=MODEL, max_tokens=100, messages=messages, tools=[RUN_CODE], system="Be brief."
         )
 
-    assert second.content[0].text == "The answer is 42"
+    assert visible(second)[0].text == "The answer is 42"
     assert api.requests[1].tools == ["run_code"] and api.requests[1].system_text == "Be brief."
 
 

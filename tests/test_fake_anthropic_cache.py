@@ -46,7 +46,7 @@ async def test_top_level_cache_control_reads_previous_turn_prefix() -> None:
             "tools": [RUN_CODE],
         }
         first = await client.messages.create(**kw, messages=messages, cache_control=auto)
-        call = first.content[1]
+        call = first.content[-1]
         messages += [
             {"role": "assistant", "content": first.content},
             {
@@ -164,3 +164,52 @@ async def test_a_moved_breakpoint_still_reads_the_prefix() -> None:
         )
 
     assert later.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+
+
+class Clock:
+    """The cache's time, moved on by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _ask(client: Any, ttl: str | None = None) -> Any:
+    marker: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    system = [{"type": "text", "text": LONG_SYSTEM, "cache_control": marker}]
+    return await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=USER_HI)
+
+
+async def test_an_entry_expires_after_its_ttl_and_a_hit_refreshes_it() -> None:
+    clock = Clock()
+    async with FakeAnthropic(say("ok"), clock=clock) as api, api.client() as client:
+        written = await _ask(client)
+        clock.now += 299  # within 5 minutes: read, and the entry's 5 minutes start again
+        refreshed = await _ask(client)
+        clock.now += 299  # 598 s after the write, 299 after the read: still there
+        kept = await _ask(client)
+        clock.now += 301  # more than 5 minutes since the last read: gone
+        expired = await _ask(client)
+    prefix = written.usage.cache_creation_input_tokens
+    assert prefix > 1024 and written.usage.cache_creation.ephemeral_5m_input_tokens == prefix
+    for hit in (refreshed, kept):
+        assert hit.usage.cache_read_input_tokens == prefix
+        assert hit.usage.cache_creation_input_tokens == 0
+    assert expired.usage.cache_read_input_tokens == 0
+    assert expired.usage.cache_creation_input_tokens == prefix
+
+
+async def test_a_one_hour_entry_outlives_five_minutes_but_not_an_hour() -> None:
+    clock = Clock()
+    async with FakeAnthropic(say("ok"), clock=clock) as api, api.client() as client:
+        written = await _ask(client, ttl="1h")
+        clock.now += 3000
+        read = await _ask(client, ttl="1h")
+        clock.now += 3601
+        expired = await _ask(client, ttl="1h")
+    prefix = written.usage.cache_creation.ephemeral_1h_input_tokens
+    assert prefix > 1024 and read.usage.cache_read_input_tokens == prefix
+    assert expired.usage.cache_read_input_tokens == 0
+    assert expired.usage.cache_creation.ephemeral_1h_input_tokens == prefix

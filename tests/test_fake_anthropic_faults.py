@@ -30,7 +30,7 @@ async def test_overloaded_twice_then_success_is_retried_by_sdk() -> None:
         msg = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
         elapsed = time.monotonic() - started
 
-    assert msg.content[0].text == "finally"
+    assert msg.content[-1].text == "finally"
     assert [r.retry_count for r in api.requests] == [0, 1, 2]
     assert elapsed < 1.0
 
@@ -97,7 +97,7 @@ async def test_dropped_connection_before_response_is_retried_by_sdk() -> None:
         api.fail_next(1, drop_connection())
         msg = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
 
-    assert msg.content[0].text == "recovered"
+    assert msg.content[-1].text == "recovered"
     assert [r.retry_count for r in api.requests] == [0, 1]
 
 
@@ -110,7 +110,7 @@ async def test_script_can_return_faults_and_be_async() -> None:
     async with FakeAnthropic(model) as api, api.client() as client:
         msg = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
 
-    assert msg.content[0].text == "ok"
+    assert msg.content[-1].text == "ok"
     assert [r.retry_count for r in api.requests] == [0, 1]
 
 
@@ -210,3 +210,21 @@ async def test_a_client_that_walks_away_is_not_a_script_error() -> None:
                 await s.get_final_message()
         await asyncio.sleep(0.4)  # the answer is written to a closed connection
     assert api.errors == [] and len(api.replies) == 1
+
+
+async def test_a_429_without_retry_after_and_one_asking_for_minutes() -> None:
+    """Doc 1.7: a spend-cap 429 has no `retry-after`; the SDK then backs off by itself (2.3).
+    A long ask comes as `retry-after` alone, in seconds (seen here outside the SDK, which
+    would sit through it)."""
+    async with FakeAnthropic(say("ok")) as api, api.client(max_retries=1) as client:
+        api.fail_next(1, http_error(429, retry_after_ms=None))
+        msg = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
+        api.fail_next(1, http_error(529, retry_after_s=120))
+        body = {"model": MODEL, "max_tokens": 5, "messages": USER_HI}
+        status, payload, headers = await raw_post(api, body)
+    assert msg.content[-1].text == "ok"
+    first, retried = api.requests[:2]
+    assert retried.received_at - first.received_at >= 0.5 * 0.75  # the SDK's own backoff
+    assert "retry-after" not in http_error(429, retry_after_ms=None).headers()
+    assert status == 529 and payload["error"]["type"] == "overloaded_error"
+    assert headers["retry-after"] == "120" and "retry-after-ms" not in headers

@@ -94,7 +94,7 @@ async def test_sampling_params_allowed_under_old_api_version() -> None:
         body = {"model": MODEL, "max_tokens": 10, "messages": USER_HI, "temperature": 0.2}
         status, payload, _ = await raw_post(api, body)
 
-    assert status == 200 and payload["content"] == [text("ok")]
+    assert status == 200 and payload["content"][1:] == [text("ok")]
 
 
 async def test_missing_credentials_get_401() -> None:
@@ -221,7 +221,7 @@ async def test_request_size_limit_is_configurable_and_not_retried() -> None:
             await client.messages.create(
                 model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x" * 10_000}]
             )
-    assert fits.content[0].text == "ok"
+    assert fits.content[-1].text == "ok"
     assert info.value.status_code == 413 and info.value.type == "request_too_large"
     assert len(api.requests) == 2
 
@@ -245,8 +245,61 @@ async def test_consecutive_same_role_messages_are_merged() -> None:
     async with FakeAnthropic(model) as api, api.client() as client:
         msg = await client.messages.create(model=MODEL, max_tokens=10, messages=history)
 
-    assert msg.content[0].text == "ok"
+    assert msg.content[-1].text == "ok"
     assert [m["role"] for m in seen[0]] == ["user", "assistant", "user"]
     assert [b["type"] for b in seen[0][1]["content"]] == ["text", "tool_use"]
     assert api.requests[0].messages == history  # as sent
     assert api.requests[0].turn == 1 and api.requests[0].last_user_text == "and?"
+
+
+# --------------------------------------------------------------------------- sizes (4, 6)
+
+
+@pytest.mark.parametrize(
+    ("model", "cap"),
+    [("claude-sonnet-5-5", 128_000), ("claude-sonnet-4-6", 64_000), ("claude-haiku-4-5", 64_000)],
+)
+async def test_max_tokens_above_the_models_cap_is_refused(model: str, cap: int) -> None:
+    async with FakeAnthropic(say("ok")) as api:
+        at_cap = {"model": model, "max_tokens": cap, "messages": USER_HI}
+        fits, _, _ = await raw_post(api, at_cap)
+        over = {"model": model, "max_tokens": cap + 1, "messages": USER_HI}
+        status, payload, _ = await raw_post(api, over)
+    assert fits == 200
+    assert status == 400 and payload["error"]["type"] == "invalid_request_error"
+    assert f"max_tokens: {cap + 1} > {cap}" in payload["error"]["message"]
+
+
+async def test_a_prompt_longer_than_the_window_is_refused() -> None:
+    """The window is each model's own (200K on Haiku 4.5), or the one the fake is given; the
+    count is the one usage reports, and count_tokens still counts a prompt too long."""
+    long_question = [{"role": "user", "content": "x" * 4 * 250_000}]  # about 250K tokens
+    async with FakeAnthropic(say("ok")) as api, api.client(max_retries=2) as client:
+        big = await client.messages.create(model=MODEL, max_tokens=10, messages=long_question)
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.messages.create(
+                model="claude-haiku-4-5", max_tokens=10, messages=long_question
+            )
+    prompt = big.usage.input_tokens
+    assert prompt > 200_000
+    assert info.value.type == "invalid_request_error"
+    assert info.value.api_message == f"prompt is too long: {prompt} tokens > 200000 maximum"
+    assert len(api.requests) == 2  # a 400: the SDK does not retry it
+
+    async with FakeAnthropic(say("ok"), context_window=50) as api, api.client() as client:
+        short = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
+        counted = await client.messages.count_tokens(model=MODEL, messages=long_question)
+        described = await client.models.retrieve(MODEL)
+        with pytest.raises(anthropic.BadRequestError, match=r"prompt is too long: \d+ tokens > 50"):
+            await client.messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "y" * 400}]
+            )
+    assert short.usage.input_tokens <= 50 and counted.input_tokens == prompt
+    assert described.max_input_tokens == 50
+
+
+async def test_a_script_can_fill_the_context_window() -> None:
+    full = Reply([text("I ran out of ")], stop_reason="model_context_window_exceeded")
+    async with FakeAnthropic(lambda req: full) as api, api.client() as client:
+        msg = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
+    assert msg.stop_reason == "model_context_window_exceeded"

@@ -34,7 +34,7 @@ async def test_thinking_must_come_back_unmodified_and_pause_turn_may_end_on_assi
             max_tokens=10,
             messages=[*USER_HI, {"role": "assistant", "content": first.content}],
         )
-        assert resumed.content[0].text == "done"
+        assert resumed.content[-1].text == "done"
 
         tampered = first.model_dump()["content"]
         tampered[0]["thinking"] = "edited"
@@ -160,3 +160,74 @@ async def test_signatures_hold_across_fake_servers() -> None:
         msg = await client.messages.create(model=MODEL, max_tokens=100, messages=history)
     assert msg.content[-1].text == "All done."
     assert len(first.requests) == 2 and len(second.requests) == 1
+
+
+async def test_every_reply_of_a_thinking_model_starts_with_signed_thinking() -> None:
+    """The script's own thinking is kept; without one the fake thinks for it, and a model
+    that does not think (thinking not asked for) gets none."""
+    replies = iter([Reply([text("plain")]), Reply([thinking("mine"), text("own")])])
+    async with FakeAnthropic(lambda req: next(replies)) as api, api.client() as client:
+        added = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
+        own = await client.messages.create(model=MODEL, max_tokens=10, messages=USER_HI)
+    assert [b.type for b in added.content] == ["thinking", "text"]
+    assert added.content[0].thinking and added.content[0].signature
+    assert [(b.type, getattr(b, "thinking", None)) for b in own.content] == [
+        ("thinking", "mine"),
+        ("text", None),
+    ]
+
+    async with FakeAnthropic(lambda req: Reply([text("plain")])) as api, api.client() as client:
+        quiet = await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=USER_HI
+        )
+        omitted = await client.messages.create(
+            model=MODEL,
+            max_tokens=10,
+            messages=USER_HI,
+            thinking={"type": "adaptive", "display": "omitted"},
+        )
+    assert [b.type for b in quiet.content] == ["text"]
+    assert omitted.content[0].type == "thinking" and omitted.content[0].thinking == ""
+
+
+async def test_thinking_is_bound_to_its_model_and_conversation() -> None:
+    async with FakeAnthropic(tool_thinker) as api, api.client() as client:
+        history = await _two_tool_turns(client)
+        other_model = "claude-fable-5-2"  # thinks too, so the history is read the same way
+        with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+            await client.messages.create(model=other_model, max_tokens=100, messages=history)
+
+        # The same turns after another opening question: a splice into another conversation.
+        spliced = [{"role": "user", "content": "something else"}, *history[1:]]
+        with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+            await client.messages.create(model=MODEL, max_tokens=100, messages=spliced)
+
+        # An earlier turn's thinking moved behind its text: no longer where it was sent.
+        moved = [dict(m) for m in history]
+        first = list(moved[1]["content"])
+        moved[1]["content"] = [first[1], first[2], first[0], *first[3:]]
+        with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+            await client.messages.create(model=MODEL, max_tokens=100, messages=moved)
+
+        done = await client.messages.create(model=MODEL, max_tokens=100, messages=history)
+    assert done.content[-1].text == "All done."
+
+
+async def test_another_model_takes_the_conversation_stripped_of_thinking() -> None:
+    """Doc 1.4: "Strip or restart instead". The latest turn may then lose its thinking too,
+    since another model wrote it; for its own model it may not."""
+    async with FakeAnthropic(tool_thinker) as api, api.client() as client:
+        history = await _two_tool_turns(client)
+        thoughts = ("thinking", "redacted_thinking")
+        stripped = [
+            {**m, "content": [b for b in m["content"] if b.get("type") not in thoughts]}
+            if m["role"] == "assistant"
+            else m
+            for m in history
+        ]
+        other = await client.messages.create(
+            model="claude-fable-5-2", max_tokens=100, messages=stripped
+        )
+        with pytest.raises(anthropic.BadRequestError, match=LATEST):
+            await client.messages.create(model=MODEL, max_tokens=100, messages=stripped)
+    assert other.content[-1].text == "All done."

@@ -37,6 +37,11 @@ TRUNCATED_CALL_NOTE = (
     "run. Send shorter code, or split the work into several calls."
 )
 TERMINAL_STOPS = {"end_turn", "stop_sequence"}
+THINKING_KINDS = ("thinking", "redacted_thinking")
+MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
+FULL_WINDOW_NOTE = (
+    "This conversation has filled the model's context window; start a new conversation to go on."
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class Agent:
         self._checkpoint = checkpoint
         self.history: list[dict[str, Any]] = []
         self._repair(history or [])
+        self._unbind_thinking()
 
     def _repair(self, history: list[dict[str, Any]]) -> None:
         """A run cut off by a crash may have left tool calls unanswered; they get results
@@ -108,6 +114,17 @@ class Agent:
             calls = [b for b in last["content"] if b.get("type") == "tool_use"]
             if calls:
                 self._add_user([_tool_result(c["id"], note) for c in calls])
+
+    def _unbind_thinking(self) -> None:
+        """Thinking is bound to the model that wrote it: after a change of model, turns of the
+        old one are sent without theirs (the API refuses them otherwise). A turn saved before
+        turns were marked with their model is left as it is."""
+        for message in self.history:
+            model = message.get(MODEL_KEY)
+            if message["role"] != "assistant" or model in (None, self._config.model):
+                continue
+            kept = [b for b in message["content"] if b.get("type") not in THINKING_KINDS]
+            message["content"] = kept or [{"type": "text", "text": "(no visible reply)"}]
 
     async def run(
         self,
@@ -141,6 +158,7 @@ class Agent:
             if stop == "refusal":
                 return await self._refused(run, message, reporter)
             self._add("assistant", _dump(message.content))
+            self.history[-1][MODEL_KEY] = self._config.model
             await self._save()
             calls = [b for b in message.content if b.type == "tool_use"]
             if stop == "pause_turn":
@@ -157,6 +175,10 @@ class Agent:
                 last_next = run.turns >= self._config.max_turns - 1
                 await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
                 continue
+            # A turn cut short (a full context window, say) may still hold calls: they are
+            # answered unrun, or the history is refused at the next question.
+            self._answer_unrun(calls, "The turn ended before this call ran.")
+            await self._save()
             return await self._finish(run, message, reporter, stop)
 
     async def _limit_reached(
@@ -177,7 +199,7 @@ class Agent:
             "max_tokens": self._config.max_output_tokens,
             "system": system,
             "tools": self._tools,
-            "messages": self.history,
+            "messages": [_for_api(m) for m in self.history],
         }
         if self._config.prompt_caching:
             # Automatic caching: the breakpoint follows the newest block, so each turn reads
@@ -245,6 +267,8 @@ class Agent:
         answer = "\n\n".join(_texts(message)).strip()
         if stop == "max_tokens":
             answer += "\n\n_(The answer was cut at the output token limit.)_"
+        elif stop == "model_context_window_exceeded":
+            answer = (answer + "\n\n" if answer else "") + f"_({FULL_WINDOW_NOTE})_"
         elif stop == "budget":
             answer = (answer + "\n\n" if answer else "") + (
                 f"_(Stopped at this run's budget of ${run.budget_usd:.2f}.)_"
@@ -274,6 +298,11 @@ class Agent:
             self.history[-1]["content"].extend(blocks)
         else:
             self.history.append({"role": role, "content": list(blocks)})
+
+
+def _for_api(message: dict[str, Any]) -> dict[str, Any]:
+    """A saved message as the API takes it: the model mark is ours alone."""
+    return {"role": message["role"], "content": message["content"]}
 
 
 def _dump(blocks: list[Any]) -> list[dict[str, Any]]:

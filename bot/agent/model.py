@@ -16,6 +16,9 @@ from bot.settings import Settings
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+# The SDK sleeps through any `retry-after` it is given, minutes included; past this, the
+# answer is handed to the turn retry below, which can tell the user instead.
+SDK_LONGEST_WAIT_S = 10.0
 
 
 class ModelError(BotError):
@@ -34,13 +37,30 @@ def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
         api_key=key.get_secret_value() if key else "no-key",
         base_url=settings.anthropic_base_url,
         max_retries=settings.anthropic_max_retries,
+        http_client=anthropic.DefaultAsyncHttpxClient(
+            transport=_LongWaitsNotRetried(limits=anthropic.DEFAULT_CONNECTION_LIMITS)
+        ),
     )
+
+
+class _LongWaitsNotRetried(httpx2.AsyncHTTPTransport):
+    """Marks an answer that asks for a long wait as not to be retried by the SDK (its own
+    `x-should-retry` header), so no SDK retry sleeps for minutes unseen."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await super().handle_async_request(request)
+        wait = _header_wait(response.headers)
+        if wait is not None and wait > SDK_LONGEST_WAIT_S:
+            response.headers["x-should-retry"] = "false"
+        return response
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """Retries around a whole streamed turn, on top of the SDK's retries of the first response:
-    an error event inside a 200 stream or a dropped stream is never retried by the SDK."""
+    an error event inside a 200 stream or a dropped stream is never retried by the SDK.
+    `max_delay_s` is also the longest wait a server may ask for: a longer one ends the run
+    with a message saying when to try again, rather than leaving it silent for minutes."""
 
     attempts: int = 4
     base_delay_s: float = 1.0
@@ -63,23 +83,39 @@ async def create_message(
             if attempt + 1 >= policy.attempts or not _retryable(exc):
                 raise ModelError(_describe(exc, client)) from exc
             # Sooner than the server asked would only meet the same answer.
-            asked = min(_retry_after(exc) or 0.0, policy.max_delay_s)
+            asked = _retry_after(exc) or 0.0
+            if asked > policy.max_delay_s:
+                raise ModelError(_wait_asked(exc, asked)) from exc
         await asyncio.sleep(max(policy.delay(attempt), asked))
     raise AssertionError("unreachable")
 
 
 def _retry_after(exc: Exception) -> float | None:
-    """The wait a 429 or 529 asks for, read as the SDK reads it: `retry-after-ms`, then
-    `retry-after` in seconds."""
+    """The wait a 429 or 529 asks for."""
     if not isinstance(exc, anthropic.APIStatusError):
         return None
-    headers = exc.response.headers
+    return _header_wait(exc.response.headers)
+
+
+def _header_wait(headers: httpx2.Headers) -> float | None:
+    """Seconds, read as the SDK reads them: `retry-after-ms`, then `retry-after` in seconds
+    (an HTTP date there is left to the SDK)."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
             return float(headers[name]) * scale
         except (KeyError, ValueError):
             continue
     return None
+
+
+def _wait_asked(exc: Exception, seconds: float) -> str:
+    """The run's end when the API asks for a longer wait than a run should sit through."""
+    minutes = round(seconds / 60)
+    when = f"about {minutes} minutes" if minutes > 1 else f"{seconds:.0f} seconds"
+    status = getattr(exc, "status_code", None)
+    kind = _error_type(exc) if isinstance(exc, anthropic.APIStatusError) else None
+    busy = "overloaded" if status == 529 or kind == "overloaded_error" else "rate-limiting us"
+    return f"The model API is {busy} and asked us to wait {when}; try again after that."
 
 
 def _retryable(exc: Exception) -> bool:
@@ -119,6 +155,11 @@ def _describe(exc: Exception, client: anthropic.AsyncAnthropic) -> str:
         return "The model API is overloaded right now; try again in a few minutes."
     if status == 413:
         return "This conversation is too large for the model API; start a new conversation."
+    if status == 400 and "prompt is too long" in str(getattr(exc, "api_message", "")):
+        return (
+            "This conversation has grown too long for the model's context window; "
+            "start a new conversation to go on."
+        )
     if status == 400:
         detail = getattr(exc, "api_message", None) or "bad request"
         return f"The model API refused the request: {str(detail)[:200]}"

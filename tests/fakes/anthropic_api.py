@@ -18,24 +18,37 @@ fault to inject::
 It is as strict as the Messages API reference (anthropic-messages-api.md) where
 that doc is clear: request validation (``anthropic_validation``), per-model rules
 (``anthropic_rules``), signed thinking blocks that must come back unchanged
-(``anthropic_history``) and a prompt cache that matches prefixes byte for byte
-(``anthropic_cache``). A test fails when its script raises, or when faults it injected were
-never consumed.
+(``anthropic_history``; a model that thinks starts every reply with a thinking block, the
+script's or one added here; the seal binds it to the model and the conversation), each
+model's ``max_tokens`` cap and context window (``anthropic_rules``; "prompt is too long: N
+tokens > M maximum" is an assumed wording, the doc gives none), and a prompt cache that
+matches prefixes byte for byte and forgets them after their TTL (``anthropic_cache``).
+Faults include 429/529s with no ``retry-after`` or a long one (``http_error``). A test
+fails when its script raises, or when faults it injected were never consumed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
 import anthropic
 from aiohttp import web
 
-from tests.fakes.anthropic_blocks import random_id, redacted_thinking, text, thinking, tool_use
+from tests.fakes.anthropic_blocks import (
+    THINKING_KINDS,
+    Block,
+    random_id,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
 from tests.fakes.anthropic_cache import PromptCache, output_usage, total_input_tokens
 from tests.fakes.anthropic_faults import (
     DropConnection,
@@ -51,14 +64,16 @@ from tests.fakes.anthropic_faults import (
     summary,
 )
 from tests.fakes.anthropic_history import PROCESS_SECRET, History
-from tests.fakes.anthropic_models import KNOWN_MODELS, model_info
+from tests.fakes.anthropic_models import KNOWN_MODELS, context_window, model_info, thinks
 from tests.fakes.anthropic_request import ModelRequest, ToolResult
 from tests.fakes.anthropic_rules import (
     MAX_REQUEST_BYTES,
     check_cache_markers,
+    check_max_tokens,
     check_model,
     check_model_rules,
     check_size,
+    check_window,
 )
 from tests.fakes.anthropic_validation import ApiError, validate
 from tests.fakes.anthropic_wire import (
@@ -75,6 +90,9 @@ from tests.fakes.anthropic_wire import (
     stream_tail,
 )
 from tests.fakes.loopback import serve
+
+# What a thinking model thinks when the script did not say (a summary, doc 1.4).
+AUTO_THOUGHT = "Working out the next step."
 
 __all__ = [
     "KNOWN_MODELS",
@@ -102,7 +120,9 @@ class FakeAnthropic:
     """The fake API server; an async context manager.
 
     ``models`` are the model ids it knows (others get a 404); ``max_request_bytes`` is the
-    size above which a request gets a 413."""
+    size above which a request gets a 413; ``context_window``, when given, replaces every
+    model's own (so a test can fill a small one). ``clock`` is the prompt cache's time in
+    seconds (``time.monotonic`` unless a test drives it)."""
 
     def __init__(
         self,
@@ -112,11 +132,14 @@ class FakeAnthropic:
         min_cache_tokens: int = 1024,
         max_request_bytes: int = MAX_REQUEST_BYTES,
         secret: bytes = PROCESS_SECRET,
+        context_window: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.model_fn = model_fn
         self.models = tuple(models)
         self.max_request_bytes = max_request_bytes
-        self.cache = PromptCache(min_cache_tokens)
+        self.context_window = context_window
+        self.cache = PromptCache(min_cache_tokens, clock)
         self.requests: list[ModelRequest] = []
         self.replies: list[dict[str, Any]] = []  # every message sent, as sent
         self.errors: list[Exception] = []  # raised by the script or the fake itself
@@ -187,7 +210,7 @@ class FakeAnthropic:
             return denied
         try:
             self._check(raw, body, req.headers)
-            self._history.check(req.merged_messages)
+            self._history.check(str(req.model), req.merged_messages)
         except ApiError as err:
             return error_response(err.status, err.type, str(err))
         outcome = self._faults.popleft() if self._faults else await self._run_script(req)
@@ -207,7 +230,7 @@ class FakeAnthropic:
         return web.json_response({"input_tokens": total_input_tokens(body)}, headers=id_header())
 
     async def _list_models(self, request: web.Request) -> web.Response:
-        data = [model_info(m) for m in self.models]
+        data = [model_info(m, self.context_window) for m in self.models]
         page = {"data": data, "has_more": False, "first_id": None, "last_id": None}
         if data:
             page.update(first_id=data[0]["id"], last_id=data[-1]["id"])
@@ -217,7 +240,7 @@ class FakeAnthropic:
         model = request.match_info["model_id"]
         if model not in self.models:
             return error_response(404, "not_found_error", f"model: {model}")
-        return web.json_response(model_info(model), headers=id_header())
+        return web.json_response(model_info(model, self.context_window), headers=id_header())
 
     # -- helpers
 
@@ -230,6 +253,10 @@ class FakeAnthropic:
         check_model(body, self.models)
         check_model_rules(body)
         check_cache_markers(body)
+        if not count_only:  # counting a prompt too long to send is what counting is for
+            check_max_tokens(body)
+            window = self.context_window or context_window(str(body.get("model")))
+            check_window(total_input_tokens(body), window)
 
     async def _run_script(self, req: ModelRequest) -> Reply | Fault:
         outcome = self.model_fn(req)
@@ -263,8 +290,12 @@ class FakeAnthropic:
     ) -> web.StreamResponse:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
-        message = self._message(req, reply, self._history.sign(reply.content))
-        self._history.remember(req.merged_messages, message["content"], str(reply.stop_reason))
+        content = self._history.sign(
+            str(req.model), req.merged_messages, self._thought(req, reply.content)
+        )
+        message = self._message(req, reply, content)
+        stop = str(reply.stop_reason)
+        self._history.remember(str(req.model), req.merged_messages, message["content"], stop)
         self.replies.append(message)
         if not req.stream:
             return web.json_response(message, headers=id_header())
@@ -282,13 +313,26 @@ class FakeAnthropic:
         if isinstance(fault, DropConnection) and not req.stream:
             return drop(request)
 
-        partial = self._history.sign(partial_blocks(fault.after_blocks, fault.content))
+        blocks = self._thought(req, partial_blocks(fault.after_blocks, fault.content))
+        partial = self._history.sign(str(req.model), req.merged_messages, blocks)
         response = await stream(request, stream_blocks(self._message(req, Reply(partial), partial)))
         if isinstance(fault, DropConnection):
             return drop(request, response)
         await response.write(sse("error", error={"type": fault.type, "message": fault.message}))
         await response.write_eof()
         return response
+
+    @staticmethod
+    def _thought(req: ModelRequest, content: list[Block]) -> list[Block]:
+        """A model that thinks starts every reply with a thinking block: the script's own, or
+        one made here (empty under `display: "omitted"`, doc 1.2)."""
+        if not thinks(str(req.model), req.body):
+            return content
+        if content and content[0].get("type") in THINKING_KINDS:
+            return content
+        mode = req.body.get("thinking")
+        omitted = isinstance(mode, dict) and mode.get("display") == "omitted"
+        return [thinking("" if omitted else AUTO_THOUGHT), *content]
 
     @staticmethod
     def _error(fault: HttpError) -> web.Response:

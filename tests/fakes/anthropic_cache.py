@@ -10,12 +10,22 @@ its keys in another order or an earlier message re-serialised, misses the cache,
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.anthropic_blocks import as_sent, block_payload, tokens, without_marker
 
 CACHE_LOOKBACK_BLOCKS = 20  # 3 "Breakpoints": each looks back about 20 blocks for a hit
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}  # 3 "Marker": 5 minutes unless `ttl: "1h"`
+
+
+@dataclass
+class _Entry:
+    tokens: int
+    ttl_s: float
+    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -69,14 +79,17 @@ def _breakpoints(body: dict[str, Any], segments: list[_Segment]) -> list[tuple[i
 
 
 class PromptCache:
-    """Deterministic prompt-cache bookkeeping: prefix hash → prefix token count.
+    """Deterministic prompt-cache bookkeeping: prefix hash → prefix token count and expiry.
 
-    Entries never expire; call ``clear()`` to simulate expiry.
+    An entry lives for its TTL (5 minutes, or 1 hour with `ttl: "1h"`) on ``clock`` (seconds;
+    a test passes its own to move time on), and a hit refreshes it at no cost (doc 3).
+    ``clear()`` drops every entry at once.
     """
 
-    def __init__(self, min_tokens: int) -> None:
+    def __init__(self, min_tokens: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.min_tokens = min_tokens
-        self.entries: dict[str, int] = {}
+        self.clock = clock
+        self.entries: dict[str, _Entry] = {}
 
     def clear(self) -> None:
         self.entries.clear()
@@ -85,7 +98,12 @@ class PromptCache:
         segments = _segments(body)
         total = segments[-1].end_tokens if segments else 0
         breakpoints = _breakpoints(body, segments)
+        now = self.clock()
+        self.entries = {k: e for k, e in self.entries.items() if e.expires_at > now}
         hit = self._furthest_hit(segments, breakpoints)
+        if hit >= 0:  # a read refreshes what it read
+            entry = self.entries[segments[hit].digest]
+            entry.expires_at = now + entry.ttl_s
         read = segments[hit].end_tokens if hit >= 0 else 0
         written = {"5m": 0, "1h": 0}
         covered = read
@@ -93,8 +111,11 @@ class PromptCache:
             seg = segments[index]
             if index <= hit or seg.end_tokens < self.min_tokens:
                 continue
-            self.entries[seg.digest] = seg.end_tokens
-            written[ttl if ttl in written else "5m"] += seg.end_tokens - covered
+            ttl = ttl if ttl in written else "5m"
+            self.entries[seg.digest] = _Entry(
+                seg.end_tokens, TTL_SECONDS[ttl], now + TTL_SECONDS[ttl]
+            )
+            written[ttl] += seg.end_tokens - covered
             covered = seg.end_tokens
         creation = written["5m"] + written["1h"]
         return {

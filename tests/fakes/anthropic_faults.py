@@ -58,12 +58,16 @@ class HttpError:
     retry_after_ms: int | None = None
     should_retry: bool | None = None
     error_code: str | None = None
+    retry_after_s: int | None = None  # `retry-after` alone, as the API sends it
 
     def headers(self) -> dict[str, str]:
         """`retry-after` in whole seconds as the API sends it, plus the SDK's `retry-after-ms`
-        (which it reads first), so tests need not wait a second per retry."""
+        (which it reads first), so tests need not wait a second per retry. With
+        ``retry_after_s``, `retry-after` alone: a long wait a test must not sit through."""
         headers = {}
-        if self.retry_after_ms is not None:
+        if self.retry_after_s is not None:
+            headers["retry-after"] = str(self.retry_after_s)
+        elif self.retry_after_ms is not None:
             headers["retry-after-ms"] = str(self.retry_after_ms)
             headers["retry-after"] = str(max(1, -(-self.retry_after_ms // 1000)))
         if self.should_retry is not None:
@@ -103,9 +107,12 @@ def http_error(
     retry_after_ms: Any = DEFAULT,
     should_retry: bool | None = None,
     error_code: str | None = None,
+    retry_after_s: int | None = None,
 ) -> HttpError:
     """A non-2xx JSON error response; ``type`` defaults from the status. A status the SDK
-    retries carries ``retry-after`` (1 ms unless given; None for none)."""
+    retries carries ``retry-after`` (1 ms unless given; None for none, as on a 429 from a
+    spend cap, doc 1.7). ``retry_after_s`` sends `retry-after: N` alone, a long ask such as
+    120 that the SDK (2.x) honours whatever its size (doc 2.3)."""
     error_type = type or ERROR_TYPE_BY_STATUS.get(
         status, "api_error" if status >= 500 else "invalid_request_error"
     )
@@ -118,6 +125,7 @@ def http_error(
         retry_after_ms,
         should_retry,
         error_code,
+        retry_after_s,
     )
 
 

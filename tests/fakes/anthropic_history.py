@@ -2,9 +2,18 @@
 
 Thinking blocks carry an HMAC of their text (the signature) and redacted thinking blocks a
 sealed nonce (their data), both under a secret of the fake, so a changed block or a made-up
-one is caught. Every assistant message the fake produced is remembered by its visible blocks,
-so the latest assistant turn can be checked to come back with its thinking blocks unchanged
-and in place, and a conversation may end on an assistant turn only after ``pause_turn``.
+one is caught. The seal also covers the model and the conversation up to the block (doc 1.4:
+"bound to the model and the conversation"): the visible blocks of every earlier message and
+of the same message before it. So a block sent to another model, spliced into another
+conversation, or moved within its own message is refused too. Earlier turns may still drop
+their thinking: the conversation is read without thinking blocks, which the API need not
+keep (doc 6, `clear_thinking`). How the real API binds a block is not documented; this is
+the strict reading.
+
+Every assistant message the fake produced is remembered by its model and visible blocks, so
+the latest assistant turn can be checked to come back to that model with its thinking blocks
+unchanged and in place (another model takes it stripped of them: doc 1.4, "strip or
+restart"), and a conversation may end on an assistant turn only after ``pause_turn``.
 """
 
 from __future__ import annotations
@@ -39,48 +48,68 @@ def _visible(blocks: list[Block]) -> str:
     return _norm([b for b in blocks if b.get("type") not in THINKING_KINDS])
 
 
+def _place(model: str, earlier: list[dict[str, Any]], before: list[Block]) -> bytes:
+    """Where a thinking block stands: the model, and the visible conversation before it
+    (earlier messages, then the blocks before it in its own message), as a digest."""
+    visible = [[m.get("role"), _visible(as_blocks(m.get("content")))] for m in earlier]
+    digest = hashlib.sha256(canonical([model, visible, _visible(before)]).encode())
+    return digest.digest()
+
+
 class History:
     """Signs what the server sends; checks what comes back."""
 
     def __init__(self, secret: bytes = PROCESS_SECRET) -> None:
         self._secret = secret
-        self._sent: dict[str, set[str]] = {}  # visible blocks → whole assistant messages
+        # (model, visible blocks) → whole assistant messages. Per model: a turn another model
+        # wrote comes back stripped of its thinking, as doc 1.4 says to do.
+        self._sent: dict[tuple[str, str], set[str]] = {}
         self._paused: set[str] = set()  # assistant messages that ended in pause_turn
 
     # -- sending
 
-    def sign(self, content: list[Block]) -> list[Block]:
+    def sign(self, model: str, messages: list[dict[str, Any]], content: list[Block]) -> list[Block]:
         """The reply's blocks with a signature on each thinking block and data on each
-        redacted one (whatever the script put there is replaced)."""
-        signed = []
+        redacted one (whatever the script put there is replaced). ``messages`` merged: the
+        conversation the reply answers (a paused assistant turn at its end is continued)."""
+        last = messages[-1] if messages else {}
+        paused = last.get("role") == "assistant"
+        earlier = messages[:-1] if paused else messages
+        before = as_blocks(last.get("content")) if paused else []
+        signed: list[Block] = []
         for block in content:
+            where = _place(model, earlier, [*before, *signed])
             if block.get("type") == "thinking":
-                block = {**block, "signature": self._seal(b"thinking", block["thinking"].encode())}
+                payload = where + block["thinking"].encode()
+                block = {**block, "signature": self._seal(b"thinking", payload)}
             elif block.get("type") == "redacted_thinking":
                 nonce = secrets.token_bytes(_NONCE_BYTES)
-                sealed = base64.b64decode(self._seal(b"redacted", nonce))
+                sealed = base64.b64decode(self._seal(b"redacted", where + nonce))
                 block = {**block, "data": base64.b64encode(nonce + sealed).decode()}
             signed.append(block)
         return signed
 
-    def remember(self, messages: list[dict[str, Any]], content: list[Block], stop: str) -> None:
+    def remember(
+        self, model: str, messages: list[dict[str, Any]], content: list[Block], stop: str
+    ) -> None:
         """``messages`` merged; a reply to a paused turn continues that assistant message."""
         last = messages[-1] if messages else {}
         before = as_blocks(last.get("content")) if last.get("role") == "assistant" else []
         whole = [*before, *content]
-        self._sent.setdefault(_visible(whole), set()).add(_norm(whole))
+        self._sent.setdefault((model, _visible(whole)), set()).add(_norm(whole))
         if stop == "pause_turn":
             self._paused.add(_norm(whole))
 
     # -- checking
 
-    def check(self, messages: list[dict[str, Any]]) -> None:
+    def check(self, model: str, messages: list[dict[str, Any]]) -> None:
         """``messages`` merged, as the model reads them."""
         turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
         for i in turns:
-            self._check_blocks(i, as_blocks(messages[i]["content"]), latest=i == turns[-1])
+            blocks = as_blocks(messages[i]["content"])
+            self._check_blocks(model, messages[:i], i, blocks, latest=i == turns[-1])
         if turns:
-            self._check_latest(turns[-1], as_blocks(messages[turns[-1]]["content"]))
+            self._check_latest(model, turns[-1], as_blocks(messages[turns[-1]]["content"]))
         last = messages[-1]
         if last["role"] == "assistant" and _norm(as_blocks(last["content"])) not in self._paused:
             raise InvalidRequest(
@@ -88,37 +117,47 @@ class History:
                 "The conversation must end with a user message."
             )
 
-    def _check_blocks(self, i: int, blocks: list[Block], *, latest: bool) -> None:
+    def _check_blocks(
+        self,
+        model: str,
+        earlier: list[dict[str, Any]],
+        i: int,
+        blocks: list[Block],
+        *,
+        latest: bool,
+    ) -> None:
         for j, block in enumerate(blocks):
             where = f"messages.{i}.content.{j}"
-            if block.get("type") == "thinking" and not self._signed(block):
+            place = _place(model, earlier, blocks[:j])
+            if block.get("type") == "thinking" and not self._signed(place, block):
                 raise InvalidRequest(
                     f"{where}: {MODIFIED}"
                     if latest
                     else f"{where}: Invalid `signature` in `thinking` block"
                 )
-            if block.get("type") == "redacted_thinking" and not self._sealed(block):
+            if block.get("type") == "redacted_thinking" and not self._sealed(place, block):
                 raise InvalidRequest(f"{where}: Invalid `data` in `redacted_thinking` block")
 
-    def _check_latest(self, i: int, blocks: list[Block]) -> None:
+    def _check_latest(self, model: str, i: int, blocks: list[Block]) -> None:
         """The latest assistant turn comes back whole: each thinking block the server sent
         with it, unchanged and in place (1.4). Earlier turns may drop theirs: only the last
         turn's thinking is kept anyway (6, `clear_thinking`)."""
-        sent = self._sent.get(_visible(blocks))
+        sent = self._sent.get((model, _visible(blocks)))
         if sent and _norm(blocks) not in sent:
             raise InvalidRequest(f"messages.{i}: {MODIFIED}")
 
-    def _signed(self, block: Block) -> bool:
-        expected = self._seal(b"thinking", str(block.get("thinking", "")).encode())
+    def _signed(self, place: bytes, block: Block) -> bool:
+        expected = self._seal(b"thinking", place + str(block.get("thinking", "")).encode())
         return hmac.compare_digest(expected, str(block.get("signature", "")))
 
-    def _sealed(self, block: Block) -> bool:
+    def _sealed(self, place: bytes, block: Block) -> bool:
         try:
             raw = base64.b64decode(str(block.get("data", "")), validate=True)
         except ValueError:
             return False
         nonce, seal = raw[:_NONCE_BYTES], raw[_NONCE_BYTES:]
-        return hmac.compare_digest(base64.b64decode(self._seal(b"redacted", nonce)), seal)
+        expected = base64.b64decode(self._seal(b"redacted", place + nonce))
+        return hmac.compare_digest(expected, seal)
 
     def _seal(self, kind: bytes, payload: bytes) -> str:
         digest = hmac.new(self._secret, kind + b"\0" + payload, hashlib.sha256).digest()

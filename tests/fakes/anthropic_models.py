@@ -75,14 +75,25 @@ def thinks(model: str, body: dict[str, Any]) -> bool:
     return model in ALWAYS_THINKING or kind in ("enabled", "adaptive")
 
 
-def model_info(model: str) -> dict[str, Any]:
-    small = model in SMALL_CONTEXT
+def context_window(model: str) -> int:
+    """Sections 4 and 6: the most prompt tokens the model reads."""
+    return 200_000 if model in SMALL_CONTEXT else 1_000_000
+
+
+def max_output(model: str) -> int:
+    """Sections 4 and 6: the most `max_tokens` the model accepts."""
+    small = model in SMALL_CONTEXT or model == "claude-sonnet-4-6"
+    return 64_000 if small else 128_000
+
+
+def model_info(model: str, window: int | None = None) -> dict[str, Any]:
+    """``window``: a context window set for the fake instead of the model's own."""
     return {
         "type": "model",
         "id": model,
         "display_name": model.replace("-", " ").title(),
         "created_at": "2026-01-01T00:00:00Z",
         "lifecycle": "active",
-        "max_input_tokens": 200_000 if small else 1_000_000,
-        "max_tokens": 64_000 if small or model == "claude-sonnet-4-6" else 128_000,
+        "max_input_tokens": window or context_window(model),
+        "max_tokens": max_output(model),
     }

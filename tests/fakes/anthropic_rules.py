@@ -8,13 +8,33 @@ from collections.abc import Collection
 from typing import Any
 
 from tests.fakes.anthropic_blocks import as_blocks
-from tests.fakes.anthropic_models import ALWAYS_THINKING, NO_BUDGET_THINKING, thinks
+from tests.fakes.anthropic_models import ALWAYS_THINKING, NO_BUDGET_THINKING, max_output, thinks
 from tests.fakes.anthropic_validation import InvalidRequest, NotFound, TooLarge
 
 # 1.7: "Messages API about 32 MB per request". Read as 32,000,000 bytes, the smaller reading.
 MAX_REQUEST_BYTES = 32_000_000
 # 3: at most 4 breakpoints per request.
 MAX_CACHE_BREAKPOINTS = 4
+
+
+def check_max_tokens(body: dict[str, Any]) -> None:
+    """4 and 6: `max_tokens` above the model's output cap is a 400 (the wording is the API's
+    as widely reported; the doc gives none)."""
+    model = str(body.get("model"))
+    asked, cap = body.get("max_tokens"), max_output(model)
+    if isinstance(asked, int) and asked > cap:
+        raise InvalidRequest(
+            f"max_tokens: {asked} > {cap}, which is the maximum allowed number of output "
+            f"tokens for {model}"
+        )
+
+
+def check_window(prompt_tokens: int, window: int) -> None:
+    """4 and 6: a prompt longer than the context window is a 400. The doc gives no wording;
+    this is the one the API is widely reported to use. Tokens are the fake's estimate, the
+    same that ``usage`` reports (input plus cache reads and writes)."""
+    if prompt_tokens > window:
+        raise InvalidRequest(f"prompt is too long: {prompt_tokens} tokens > {window} maximum")
 
 
 def check_size(size: int | None, limit: int) -> None:
