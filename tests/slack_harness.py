@@ -41,7 +41,7 @@ class Harness:
         return [m for m in self.slack.thread(CHANNEL, thread_ts) if m.get("bot_id")]
 
     def texts(self, thread_ts: str) -> str:
-        return "\n".join(_all_text(m) for m in self.bot_messages(thread_ts))
+        return "\n".join(all_text(m) for m in self.bot_messages(thread_ts))
 
     def sandboxes_alive(self) -> int:
         if self.buddy is not None:
@@ -84,7 +84,7 @@ class Harness:
                 return []
 
 
-def _all_text(message: dict[str, Any]) -> str:
+def all_text(message: dict[str, Any]) -> str:
     parts = [message.get("text") or ""]
     for block in message.get("blocks") or []:
         parts.append(_text_of(block.get("text")))

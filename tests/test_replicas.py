@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.replicas import Replicas, answers, replicas, script
-from tests.slack_harness import CHANNEL
+from tests.slack_harness import CHANNEL, all_text
 from tests.support import settings_env
 
 INTERRUPTED = "The bot restarted while working on this thread"
@@ -36,9 +36,9 @@ def delivered(r: Replicas, ts: str, kind: str) -> int:
 
 
 def steps(r: Replicas, thread: str) -> int:
-    """The thread's step messages (counting "Step" in its text would count each twice: a
-    message's text and its blocks both say it)."""
-    return sum(m.get("text", "").startswith("Step") for m in r.h.bot_messages(thread))
+    """The thread's messages that show a step: a run's streamed message once its first
+    step has begun (the agent style shows each run in one message)."""
+    return sum("Step " in all_text(m) for m in r.h.bot_messages(thread))
 
 
 async def test_follow_ups_on_either_replica_keep_the_thread(
