@@ -24,6 +24,7 @@ from bot.sessions.engine import Engine, OpenerFor
 from bot.sessions.events import ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
+from bot.sessions.retry import Backoff
 from bot.settings import Settings
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore
@@ -72,15 +73,18 @@ class Runtime:
         return self.sessions.scrubber
 
     def engine(self, store: Store, view_for: ViewFor, opener_for: OpenerFor) -> Engine:
+        s = self.settings
         return Engine(
             store,
             self.sessions,
             view_for,
             opener_for,
-            budgets=Budgets.from_settings(self.settings),
-            idle_timeout_s=self.settings.session_idle_timeout,
-            idle_action=self.settings.session_idle_action,
-            retain_s=self.settings.session_retain_s,
+            budgets=Budgets.from_settings(s),
+            idle_timeout_s=s.session_idle_timeout,
+            idle_action=s.session_idle_action,
+            retain_s=s.session_retain_s,
+            end_retry=Backoff(s.run_end_attempts, s.run_end_retry_delay_s),
+            repair_grace_s=s.run_repair_grace_s,
         )
 
     def orphan_sweeper(

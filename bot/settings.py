@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     # On idle: delete the sandbox, or stop it and keep it (files and all) this long.
     session_idle_action: Literal["delete", "stop"] = "delete"
     session_retain_s: float = Field(default=86_400, gt=0)
+    # A run's end is written with retries; one still unwritten is ended by the reaper once
+    # the run is this old and no task runs it.
+    run_end_attempts: int = Field(default=5, ge=1, le=20)
+    run_end_retry_delay_s: float = Field(default=0.5, ge=0)
+    run_repair_grace_s: float = Field(default=60, ge=0)
     sandbox_network: bool = False  # model-written code may reach the network (Buddy only)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     redis_url: str | None = None  # set: the store is this Redis, shared by replicas

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Literal
 
 from bot.errors import BotError
@@ -48,6 +48,8 @@ class Lifecycle:
         idle_timeout_s: float,
         idle_action: IdleAction = "delete",
         retain_s: float = 86_400,
+        live_runs: Collection[str] = frozenset(),
+        repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         # A thread this process does not hold is reaped only once claimed (with replicas,
@@ -62,6 +64,8 @@ class Lifecycle:
         self._idle_timeout_s = idle_timeout_s
         self._idle_action = idle_action
         self._retain_s = retain_s
+        self._live_runs = live_runs  # the engine's: runs whose task is alive here
+        self._repair_grace_s = repair_grace_s
         self._clock = clock
         self._reaper: asyncio.Task[None] | None = None
         # key -> the last activity when this process stopped its sandbox (stopped once,
@@ -126,7 +130,7 @@ class Lifecycle:
         """Shut down the sandboxes of threads quiet for longer than the idle timeout: delete
         them, or stop them and delete them once kept for the retention time."""
         now, reaped = self._clock(), []
-        in_flight = {run.key for run in await self._store.runs_in_flight()}
+        in_flight = await self.repair(now)
         for record in await self._store.list_sessions():
             key, thread = record.key, self._threads.get(record.key)
             if key in in_flight or (thread and thread.busy):
@@ -143,6 +147,32 @@ class Lifecycle:
                 if thread is None:
                     await self.release(key)
         return reaped
+
+    async def repair(self, now: float) -> set[str]:
+        """End the runs the store has in flight that no task here runs, once older than the
+        grace (their end could not be written: a store blip); with replicas only those of a
+        thread held here or claimed. Returns the keys with runs still in flight."""
+        still: set[str] = set()
+        for run in await self._store.runs_in_flight():
+            young = now - run.started_at < self._repair_grace_s
+            if run.run_id in self._live_runs or young or not await self._repair_one(run, now):
+                still.add(run.key)
+        return still
+
+    async def _repair_one(self, run: RunRecord, now: float) -> bool:
+        held = run.key in self._threads
+        if not held and not await self.claim(run.key):
+            return False  # another replica runs it, or will end it
+        try:
+            await self._store.end_run(run.run_id, "interrupted", now)
+            log.warning("ended run %s of %s, left in flight, as interrupted", run.run_id, run.key)
+            return True
+        except Exception as exc:
+            log.warning("could not end run %s left in flight: %s", run.run_id, exc)
+            return False
+        finally:
+            if not held:
+                await self.release(run.key)
 
     async def _reap_one(
         self, record: SessionRecord, thread: Thread | None, now: float, last: float
