@@ -18,6 +18,7 @@ from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
+from bot.sandbox.repo_net import FetchRules, parse_networks
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
@@ -34,7 +35,9 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    return LocalProvider(settings.sandbox_root, Limits(disk_bytes=settings.sandbox_disk_bytes))
+    rules = FetchRules(parse_networks(settings.repo_allowed_addresses), settings.repo_max_bytes)
+    limits = Limits(disk_bytes=settings.sandbox_disk_bytes)
+    return LocalProvider(settings.sandbox_root, limits, fetch_rules=rules)
 
 
 def build_coordinator(settings: Settings) -> Coordinator:

@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.sandbox.repo_net import parse_networks
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -78,6 +79,10 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any
+    # Private addresses or networks a repository host may resolve to anyway (a git server
+    # inside); empty: public addresses only.
+    repo_allowed_addresses: str = ""
+    repo_max_bytes: int = Field(default=1 << 30, gt=0)  # a checkout, .git included
     slack_rate_scale: float = Field(default=1.0, gt=0)  # times Slack's rate tiers (pacing.py)
     max_turns: int = Field(default=15, ge=1, le=200)
     max_cost_usd_per_run: float = Field(default=2.0, gt=0)
@@ -96,6 +101,12 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_port_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("repo_allowed_addresses")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        parse_networks(value)  # a bad one raises ValueError, reported naming the variable
+        return value
 
     @field_validator("redis_url")
     @classmethod

@@ -114,8 +114,9 @@ class SlackBot:
         if not url:
             return "Usage: `/analyze <https repository URL> [question]`"
         try:
-            url = check_repo_url(url, self.policy.repo_hosts)
-            await check_resolves_public(url)
+            rules = self.policy.repo_rules
+            url = check_repo_url(url, self.policy.repo_hosts, rules.allowed)
+            await check_resolves_public(url, rules)
         except BotError as exc:
             return f":warning: {exc}"
         task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
