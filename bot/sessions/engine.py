@@ -98,9 +98,15 @@ class Engine:
         thread = self._threads.get(key)
         return thread.session.sandbox_id if thread else None
 
-    def file_count(self, key: str) -> int:
+    async def file_count(self, key: str) -> int:
+        """Files the thread took in, whether or not it is in memory now."""
         thread = self._threads.get(key)
-        return len(thread.session.intakes) if thread else 0
+        return len(thread.session.intakes) if thread else len(await self._store.files(key))
+
+    @property
+    def threads_in_memory(self) -> int:
+        """Threads this process holds now (a reaped one is loaded again when needed)."""
+        return len(self._threads)
 
     @property
     def runs_in_flight(self) -> int:

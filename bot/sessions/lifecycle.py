@@ -3,7 +3,9 @@
 The reaper works from the store, so a thread is reaped whichever process served it last,
 and never while a run is in flight anywhere. A quiet thread's sandbox is deleted, or with
 SESSION_IDLE_ACTION=stop stopped and kept (files and all) for SESSION_RETAIN_S, then
-deleted; until then it counts as owned, so the orphan sweeper leaves it alone.
+deleted; until then it counts as owned, so the orphan sweeper leaves it alone. A reaped
+thread leaves this process's memory and is loaded from the store at its next event, so
+memory holds only the threads in use.
 """
 
 from __future__ import annotations
@@ -146,7 +148,20 @@ class Lifecycle:
             finally:
                 if thread is None:
                     await self.release(key)
+            if thread is not None:
+                await self._drop(key, thread)
         return reaped
+
+    async def _drop(self, key: str, thread: Thread) -> None:
+        """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
+        session, history, files); its next event loads it from the store again."""
+        if self._threads.get(key) is not thread or thread.busy:
+            return
+        if thread.session.sandbox_id is not None and key not in self._stopped:
+            return  # its sandbox still runs: a failed teardown, tried again next pass
+        del self._threads[key]
+        await self._store.update_session(key, last_activity=thread.last_activity)
+        await thread.session.close(destroy=False)
 
     async def repair(self, now: float) -> set[str]:
         """End the runs the store has in flight that no task here runs, once older than the

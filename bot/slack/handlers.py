@@ -269,7 +269,7 @@ class SlackBot:
                 f"Skipped {name}: I take CSV, TSV, JSON, TXT, Excel (.xlsx), Parquet and "
                 "gzip'ed CSV files."
             )
-        if self.engine.file_count(ref.key) >= self.policy.max_files:
+        if await self.engine.file_count(ref.key) >= self.policy.max_files:
             raise FileRejected(
                 f"Skipped {name}: this thread already has {self.policy.max_files} files."
             )
