@@ -162,6 +162,10 @@ class Lifecycle:
         del self._threads[key]
         await self._store.update_session(key, last_activity=thread.last_activity)
         await thread.session.close(destroy=False)
+        # With replicas its lease goes too, so any replica may reap or serve it next.
+        await self.release(key)
+        if key in self._threads:  # an event came in meanwhile and loaded it again
+            await self.claim(key)
 
     async def repair(self, now: float) -> set[str]:
         """End the runs the store has in flight that no task here runs, once older than the
