@@ -1,5 +1,6 @@
-"""A run's end survives a store blip: the write is retried, and a run whose end still could
-not be written is ended by the reaper, so its thread is reaped and its sandbox destroyed."""
+"""A run's end survives a store blip (a locked SQLite, a Redis restart): the write is
+retried, and a run whose end still could not be written is ended by the reaper, so its
+thread is reaped and its sandbox destroyed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from bot.agent.events import RunFinished
 from bot.compose import Runtime
 from bot.sessions.engine import Engine
 from bot.sessions.events import OutputsReady, RunStarted, SessionEvent
+from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.redis_server import RedisServer, redis_server
 from tests.support import Recorder, file_chunks, settings_for
 
 KEY = "T1:C1:300.1"
@@ -131,3 +134,52 @@ async def test_a_run_whose_end_was_never_written_is_ended_and_its_sandbox_reaped
     assert run is not None and run.outcome == "interrupted"
     assert record is not None and record.sandbox_id is None
     assert engine.sandbox_id(KEY) is None and gone is None
+
+
+class RedisBlip:
+    """Stops the test's own redis-server once a run has reported its outputs (its end write
+    comes next); `back` starts it again on the same port and data."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self.recorder = Recorder()
+
+    def view(self, key: str) -> Recorder:
+        return self  # type: ignore[return-value]
+
+    async def __call__(self, event: SessionEvent) -> None:
+        await self.recorder(event)
+        if isinstance(event, OutputsReady):
+            await self.server.stop()
+
+
+async def test_the_end_write_waits_out_a_redis_restart(
+    sandbox_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bot.sessions.engine")
+    async with FakeAnthropic(script) as fake, redis_server() as server:
+        runtime = Runtime.from_settings(
+            settings_for(fake.base_url, sandbox_root, run_end_attempts=20,
+                         run_end_retry_delay_s=0.05)
+        )  # fmt: skip
+        store = RedisStore(server.url)
+        await store.open()
+        blip = RedisBlip(server)
+        engine = runtime.engine(store, blip.view, lambda source: file_chunks)
+        try:
+            answered = await engine.ask(KEY, "what is six times seven?", user="U1")
+
+            async def retried() -> bool:
+                return any("failed, retrying" in r.getMessage() for r in caplog.records)
+
+            await _until(retried)
+            await server.start()
+            result = await answered
+            run = await store.get_run(blip.recorder.of(RunStarted)[0].run_id)
+        finally:
+            await engine.shutdown(0)
+            await engine.close(KEY)
+            await runtime.close()
+            await store.close()
+    assert isinstance(result, RunFinished)
+    assert run is not None and run.outcome == "finished"
