@@ -56,6 +56,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.card_turns
 	$(BIN)/python -m bench.concurrency
 	$(BIN)/python -m bench.replicas
+	$(BIN)/python -m bench.idle_threads
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bot.compose import build_store
 from bot.errors import ConfigError
-from bot.scrub import Scrubber, ScrubbingFilter
+from bot.logs import configure_logging
 from bot.settings import load_settings
 from bot.slack.app import serve
 from bot.terminal.ask import KEY_PREFIX, ask
@@ -64,14 +64,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.command == "ask" else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-    scrubbing = ScrubbingFilter(Scrubber(_secrets_for_logs()))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(scrubbing)
+    level = logging.WARNING if args.command == "ask" else logging.INFO
+    configure_logging(level, _secrets_for_logs())
     try:
         commands = {"ask": lambda: ask(args), "sessions": lambda: list_or_export(args)}
         return asyncio.run(commands.get(args.command, slack)())

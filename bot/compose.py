@@ -18,12 +18,14 @@ from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
+from bot.sandbox.repo_net import FetchRules, parse_networks
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
 from bot.sessions.events import ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
+from bot.sessions.retry import Backoff
 from bot.settings import Settings
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore
@@ -33,7 +35,9 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    return LocalProvider(settings.sandbox_root, Limits(disk_bytes=settings.sandbox_disk_bytes))
+    rules = FetchRules(parse_networks(settings.repo_allowed_addresses), settings.repo_max_bytes)
+    limits = Limits(disk_bytes=settings.sandbox_disk_bytes)
+    return LocalProvider(settings.sandbox_root, limits, fetch_rules=rules)
 
 
 def build_coordinator(settings: Settings) -> Coordinator:
@@ -72,15 +76,18 @@ class Runtime:
         return self.sessions.scrubber
 
     def engine(self, store: Store, view_for: ViewFor, opener_for: OpenerFor) -> Engine:
+        s = self.settings
         return Engine(
             store,
             self.sessions,
             view_for,
             opener_for,
-            budgets=Budgets.from_settings(self.settings),
-            idle_timeout_s=self.settings.session_idle_timeout,
-            idle_action=self.settings.session_idle_action,
-            retain_s=self.settings.session_retain_s,
+            budgets=Budgets.from_settings(s),
+            idle_timeout_s=s.session_idle_timeout,
+            idle_action=s.session_idle_action,
+            retain_s=s.session_retain_s,
+            end_retry=Backoff(s.run_end_attempts, s.run_end_retry_delay_s),
+            repair_grace_s=s.run_repair_grace_s,
         )
 
     def orphan_sweeper(

@@ -7,6 +7,7 @@ messages, uploads and logs pass through it anyway.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -40,19 +41,58 @@ class Scrubber:
         return value
 
 
+# Token-shaped strings, scrubbed from logs even when not configured here (a token another
+# service echoed back, one pasted into a thread): Slack's bot, user, app and refresh tokens,
+# Anthropic keys, and bearer tokens or access_token parameters (how Buddy's are sent).
+TOKEN_SHAPES = re.compile(
+    r"\b(?:xox[abeprso]|xapp)-[A-Za-z0-9-]{6,}"
+    r"|\bsk-ant-[A-Za-z0-9_-]{6,}"
+    r"|(?<=[Bb]earer )[A-Za-z0-9._~+/=-]{8,}"
+    r"|(?<=access_token=)[^&\s\"']{8,}"
+)
+
+
+def scrub_tokens(value: str) -> str:
+    return TOKEN_SHAPES.sub(REDACTED, value)
+
+
 class ScrubbingFilter(logging.Filter):
-    """A logging filter that scrubs the formatted message (arguments included)."""
+    """A handler filter that scrubs the whole record: the message with its arguments, the
+    traceback and the stack, of the configured secrets and of token-shaped strings.
+
+    The traceback is rendered here and the exception dropped from the record, so no formatter
+    down the line can render the unscrubbed one again."""
 
     def __init__(self, scrubber: Scrubber) -> None:
         super().__init__()
         self._scrubber = scrubber
+        self._formatter = logging.Formatter()
+
+    def scrub(self, value: str) -> str:
+        return scrub_tokens(self._scrubber.text(value))
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        scrubbed = self._scrubber.text(message)
-        if scrubbed != message:
-            record.msg, record.args = scrubbed, None
+        try:
+            message = record.getMessage()
+        except Exception:  # bad arguments: logging reports those itself, unscrubbed
+            message = f"{record.msg!r} % {record.args!r}"
+        record.msg, record.args = self.scrub(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        record.exc_info = None
+        if record.exc_text:
+            record.exc_text = self.scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.scrub(record.stack_info)
         return True
+
+
+def install_log_scrubbing(scrubber: Scrubber, logger: logging.Logger | None = None) -> None:
+    """Scrub every record each handler of `logger` (the root one by default) writes; once per
+    handler however often it is called."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, ScrubbingFilter) for f in handler.filters):
+            handler.addFilter(ScrubbingFilter(scrubber))
 
 
 NO_SECRETS = Scrubber([])

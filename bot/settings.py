@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.sandbox.repo_net import parse_networks
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -63,6 +64,11 @@ class Settings(BaseSettings):
     # On idle: delete the sandbox, or stop it and keep it (files and all) this long.
     session_idle_action: Literal["delete", "stop"] = "delete"
     session_retain_s: float = Field(default=86_400, gt=0)
+    # A run's end is written with retries; one still unwritten is ended by the reaper once
+    # the run is this old and no task runs it.
+    run_end_attempts: int = Field(default=5, ge=1, le=20)
+    run_end_retry_delay_s: float = Field(default=0.5, ge=0)
+    run_repair_grace_s: float = Field(default=60, ge=0)
     sandbox_network: bool = False  # model-written code may reach the network (Buddy only)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     redis_url: str | None = None  # set: the store is this Redis, shared by replicas
@@ -73,6 +79,10 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any
+    # Private addresses or networks a repository host may resolve to anyway (a git server
+    # inside); empty: public addresses only.
+    repo_allowed_addresses: str = ""
+    repo_max_bytes: int = Field(default=1 << 30, gt=0)  # a checkout, .git included
     slack_rate_scale: float = Field(default=1.0, gt=0)  # times Slack's rate tiers (pacing.py)
     max_turns: int = Field(default=15, ge=1, le=200)
     max_cost_usd_per_run: float = Field(default=2.0, gt=0)
@@ -91,6 +101,12 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_port_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("repo_allowed_addresses")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        parse_networks(value)  # a bad one raises ValueError, reported naming the variable
+        return value
 
     @field_validator("redis_url")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.sandbox.repo_net import parse_networks
 from bot.sessions.repo import BadRepoUrl, check_repo_url, check_resolves_public
 
 
@@ -29,6 +30,11 @@ def test_public_https_urls_pass(url: str) -> None:
         ("https://192.168.0.1/r", "private or local"),
         ("https://169.254.169.254/latest/meta-data", "private or local"),
         ("https://[::1]/r", "private or local"),
+        ("https://[::ffff:127.0.0.1]/r", "private or local"),
+        ("https://[fd00::1]/r", "private or local"),
+        ("https://224.0.0.1/r", "private or local"),
+        ("https://240.0.0.1/r", "private or local"),
+        ("https://100.64.0.1/r", "private or local"),
         ("nonsense", "Only https://"),
     ],
 )
@@ -40,4 +46,16 @@ def test_bad_urls_are_refused_with_a_reason(url: str, why: str) -> None:
 async def test_names_that_resolve_to_local_addresses_are_refused() -> None:
     with pytest.raises(BadRepoUrl, match="resolves to a private or local address"):
         await check_resolves_public("https://localhost/owner/repo")  # resolves to 127.0.0.1
-    await check_resolves_public("https://no-such-host.invalid/r")  # left to the fetch
+
+
+async def test_a_name_that_cannot_be_looked_up_is_refused() -> None:
+    with pytest.raises(BadRepoUrl, match="could not be looked up"):
+        await check_resolves_public("https://no-such-host.invalid/r")
+
+
+def test_allowed_addresses_count_as_public() -> None:
+    allowed = parse_networks("10.0.0.0/8, 127.0.0.1")
+    assert check_repo_url("https://10.1.2.3/r", allowed=allowed) == "https://10.1.2.3/r"
+    assert check_repo_url("https://[::ffff:127.0.0.1]/r", allowed=allowed)
+    with pytest.raises(BadRepoUrl, match="private or local"):
+        check_repo_url("https://192.168.0.1/r", allowed=allowed)

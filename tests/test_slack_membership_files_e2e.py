@@ -30,7 +30,8 @@ async def test_analyze_in_a_channel_without_the_bot_is_answered_privately(
 ) -> None:
     options = {"outside": [ELSEWHERE]}
     async with running_bot("local", answer, sandbox_root, monkeypatch, options) as h:
-        url = "https://github.com/acme/data"
+        # A public address, not a name: a name that cannot be looked up here is refused.
+        url = "https://140.82.112.3/acme/data"
         envelope = await h.slack.slash_command("/analyze", url, channel=ELSEWHERE)
         assert "payload" not in await h.slack.wait_for_ack(envelope)  # accepted at first
         await h.slack.wait_for(lambda: h.slack.responses)

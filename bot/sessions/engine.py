@@ -31,6 +31,7 @@ from bot.sessions.events import (
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
 from bot.sessions.lifecycle import IdleAction, Lifecycle
+from bot.sessions.retry import Backoff
 from bot.sessions.run import Audit, ask_watching_sandbox, failure
 from bot.sessions.session import Intake, Session
 from bot.sessions.thread import RunResult, Thread
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 OpenerFor = Callable[[dict[str, Any]], FileOpener]  # a stored file source -> its bytes again
 CONTINUE_QUESTION = "Continue where you stopped."
+END_RETRY = Backoff()  # writing a run's end: 5 tries over about 8 s
 
 
 class Engine:
@@ -54,6 +56,8 @@ class Engine:
         idle_timeout_s: float,
         idle_action: IdleAction = "delete",
         retain_s: float = 86_400,
+        end_retry: Backoff = END_RETRY,
+        repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
@@ -63,11 +67,13 @@ class Engine:
         self._budgets = budgets
         self._clock = clock
         self._threads: dict[str, Thread] = {}
+        self._end_retry = end_retry
+        self._live_runs: set[str] = set()  # run ids whose task is alive in this process
         self.accepting = True
         self.lifecycle = Lifecycle(
             self._threads, self._load, store, sessions.provider, view_for,
             idle_timeout_s=idle_timeout_s, idle_action=idle_action, retain_s=retain_s,
-            clock=clock,
+            live_runs=self._live_runs, repair_grace_s=repair_grace_s, clock=clock,
         )  # fmt: skip
 
     # -- threads --
@@ -92,9 +98,15 @@ class Engine:
         thread = self._threads.get(key)
         return thread.session.sandbox_id if thread else None
 
-    def file_count(self, key: str) -> int:
+    async def file_count(self, key: str) -> int:
+        """Files the thread took in, whether or not it is in memory now."""
         thread = self._threads.get(key)
-        return len(thread.session.intakes) if thread else 0
+        return len(thread.session.intakes) if thread else len(await self._store.files(key))
+
+    @property
+    def threads_in_memory(self) -> int:
+        """Threads this process holds now (a reaped one is loaded again when needed)."""
+        return len(self._threads)
 
     @property
     def runs_in_flight(self) -> int:
@@ -243,17 +255,35 @@ class Engine:
             return None
         run_id = secrets.token_hex(6)
         await self._store.start_run(key, run_id, question, self._clock(), user)
+        self._live_runs.add(run_id)
         report = Audit(self._store, key, run_id, view)
         thread.run_id = run_id
-        thread.current = asyncio.create_task(
-            self._execute(thread.session, question, report, allowance, run_id)
-        )
-        await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
-        result, outcome = _outcome(thread.current, self.accepting)
-        await self._store.end_run(run_id, outcome, self._clock())
-        thread.current = thread.run_id = None
-        thread.last_activity = self._clock()
+        try:
+            thread.current = asyncio.create_task(
+                self._execute(thread.session, question, report, allowance, run_id)
+            )
+            await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
+            result, outcome = _outcome(thread.current, self.accepting)
+            await self._end_run(run_id, outcome)
+        finally:
+            self._live_runs.discard(run_id)
+            thread.current = thread.run_id = None
+            thread.last_activity = self._clock()
         return result
+
+    async def _end_run(self, run_id: str, outcome: RunOutcome) -> None:
+        """Record the run's end, retried through a store blip. If it still cannot be written
+        the run stays in flight in the store; the reaper ends it (no task holds it here)."""
+        for delay in self._end_retry.delays():
+            try:
+                await self._store.end_run(run_id, outcome, self._clock())
+                return
+            except Exception as exc:  # the store's own and its driver's errors alike
+                if delay is None:
+                    log.error("could not record the end of run %s: %s", run_id, exc)
+                    return
+                log.warning("recording the end of run %s failed, retrying: %s", run_id, exc)
+                await asyncio.sleep(delay)
 
     async def _execute(
         self, session: Session, question: str, report: Audit, budget: float, run_id: str

@@ -3,7 +3,9 @@
 The reaper works from the store, so a thread is reaped whichever process served it last,
 and never while a run is in flight anywhere. A quiet thread's sandbox is deleted, or with
 SESSION_IDLE_ACTION=stop stopped and kept (files and all) for SESSION_RETAIN_S, then
-deleted; until then it counts as owned, so the orphan sweeper leaves it alone.
+deleted; until then it counts as owned, so the orphan sweeper leaves it alone. A reaped
+thread leaves this process's memory and is loaded from the store at its next event, so
+memory holds only the threads in use.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Literal
 
 from bot.errors import BotError
@@ -48,6 +50,8 @@ class Lifecycle:
         idle_timeout_s: float,
         idle_action: IdleAction = "delete",
         retain_s: float = 86_400,
+        live_runs: Collection[str] = frozenset(),
+        repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         # A thread this process does not hold is reaped only once claimed (with replicas,
@@ -62,6 +66,8 @@ class Lifecycle:
         self._idle_timeout_s = idle_timeout_s
         self._idle_action = idle_action
         self._retain_s = retain_s
+        self._live_runs = live_runs  # the engine's: runs whose task is alive here
+        self._repair_grace_s = repair_grace_s
         self._clock = clock
         self._reaper: asyncio.Task[None] | None = None
         # key -> the last activity when this process stopped its sandbox (stopped once,
@@ -126,7 +132,7 @@ class Lifecycle:
         """Shut down the sandboxes of threads quiet for longer than the idle timeout: delete
         them, or stop them and delete them once kept for the retention time."""
         now, reaped = self._clock(), []
-        in_flight = {run.key for run in await self._store.runs_in_flight()}
+        in_flight = await self.repair(now)
         for record in await self._store.list_sessions():
             key, thread = record.key, self._threads.get(record.key)
             if key in in_flight or (thread and thread.busy):
@@ -142,7 +148,50 @@ class Lifecycle:
             finally:
                 if thread is None:
                     await self.release(key)
+            if thread is not None:
+                await self._drop(key, thread)
         return reaped
+
+    async def _drop(self, key: str, thread: Thread) -> None:
+        """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
+        session, history, files); its next event loads it from the store again."""
+        if self._threads.get(key) is not thread or thread.busy:
+            return
+        if thread.session.sandbox_id is not None and key not in self._stopped:
+            return  # its sandbox still runs: a failed teardown, tried again next pass
+        del self._threads[key]
+        await self._store.update_session(key, last_activity=thread.last_activity)
+        await thread.session.close(destroy=False)
+        # With replicas its lease goes too, so any replica may reap or serve it next.
+        await self.release(key)
+        if key in self._threads:  # an event came in meanwhile and loaded it again
+            await self.claim(key)
+
+    async def repair(self, now: float) -> set[str]:
+        """End the runs the store has in flight that no task here runs, once older than the
+        grace (their end could not be written: a store blip); with replicas only those of a
+        thread held here or claimed. Returns the keys with runs still in flight."""
+        still: set[str] = set()
+        for run in await self._store.runs_in_flight():
+            young = now - run.started_at < self._repair_grace_s
+            if run.run_id in self._live_runs or young or not await self._repair_one(run, now):
+                still.add(run.key)
+        return still
+
+    async def _repair_one(self, run: RunRecord, now: float) -> bool:
+        held = run.key in self._threads
+        if not held and not await self.claim(run.key):
+            return False  # another replica runs it, or will end it
+        try:
+            await self._store.end_run(run.run_id, "interrupted", now)
+            log.warning("ended run %s of %s, left in flight, as interrupted", run.run_id, run.key)
+            return True
+        except Exception as exc:
+            log.warning("could not end run %s left in flight: %s", run.run_id, exc)
+            return False
+        finally:
+            if not held:
+                await self.release(run.key)
 
     async def _reap_one(
         self, record: SessionRecord, thread: Thread | None, now: float, last: float

@@ -114,8 +114,9 @@ class SlackBot:
         if not url:
             return "Usage: `/analyze <https repository URL> [question]`"
         try:
-            url = check_repo_url(url, self.policy.repo_hosts)
-            await check_resolves_public(url)
+            rules = self.policy.repo_rules
+            url = check_repo_url(url, self.policy.repo_hosts, rules.allowed)
+            await check_resolves_public(url, rules)
         except BotError as exc:
             return f":warning: {exc}"
         task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
@@ -268,7 +269,7 @@ class SlackBot:
                 f"Skipped {name}: I take CSV, TSV, JSON, TXT, Excel (.xlsx), Parquet and "
                 "gzip'ed CSV files."
             )
-        if self.engine.file_count(ref.key) >= self.policy.max_files:
+        if await self.engine.file_count(ref.key) >= self.policy.max_files:
             raise FileRejected(
                 f"Skipped {name}: this thread already has {self.policy.max_files} files."
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.sandbox.repo_net import NO_RULES, FetchRules, parse_networks
 from bot.settings import Settings
 
 NOT_HERE = "Sorry, I'm not enabled in this channel. Ask an admin to add it, or try another one."
@@ -20,6 +21,7 @@ class Policy:
     max_file_bytes: int = 200 << 20
     max_files: int = 20
     repo_hosts: frozenset[str] = field(default_factory=frozenset)  # empty: any public host
+    repo_rules: FetchRules = NO_RULES  # which addresses a repository host may have
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -30,6 +32,7 @@ class Policy:
             max_file_bytes=settings.max_file_bytes,
             max_files=settings.max_files_per_thread,
             repo_hosts=Settings.id_list(settings.repo_hosts),
+            repo_rules=FetchRules(parse_networks(settings.repo_allowed_addresses)),
         )
 
     def refusal(self, channel: str, user: str) -> str | None:

@@ -24,7 +24,7 @@ from bot.store.base import (
     StoreError,
     ToolCallRecord,
 )
-from bot.store.sqlite_schema import connect, migrate, transaction
+from bot.store.sqlite_schema import BUSY_TIMEOUT_MS, connect, migrate, transaction
 from bot.store.values import check, check_update
 
 T = TypeVar("T")
@@ -33,8 +33,10 @@ T = TypeVar("T")
 class SqliteStore:
     """The Store on a local SQLite file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        """`busy_timeout_ms`: how long a write waits for another connection's lock."""
         self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None  # touched only on the worker thread
         self._executor: ThreadPoolExecutor | None = None
 
@@ -141,7 +143,7 @@ class SqliteStore:
 
     def _connect(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(self.path)
+        conn = connect(self.path, self._busy_timeout_ms)
         try:
             migrate(conn)
         except BaseException:

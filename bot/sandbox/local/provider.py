@@ -10,6 +10,7 @@ checked out by `git`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from bot.sandbox.local.git import git_clone
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.sandbox import LocalSandbox
 from bot.sandbox.output import last_line
+from bot.sandbox.repo_net import NO_RULES, FetchRules
 
 
 class LocalProvider:
@@ -35,6 +37,7 @@ class LocalProvider:
         *,
         sandbox_uid: int | None = None,
         allowed_git_protocols: tuple[str, ...] = ("https",),
+        fetch_rules: FetchRules = NO_RULES,
         interpreters: Mapping[str, str] | None = None,
         python_kernel: bool = True,
         network: bool = False,
@@ -50,6 +53,9 @@ class LocalProvider:
             check_reachable(self.root, self._launcher.uid)
         self.limits = limits
         self._git_protocols = allowed_git_protocols
+        # The checkout lies in the session's folders: it may not take more than their quota.
+        cap = min(fetch_rules.max_bytes, limits.disk_bytes)
+        self._fetch_rules = dataclasses.replace(fetch_rules, max_bytes=cap)
         self._programs = Programs(interpreters)
         self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
@@ -66,7 +72,9 @@ class LocalProvider:
             await asyncio.to_thread(make_folders, home, spec, self._launcher.uid)
             await self._probe(home)
             if spec.repo_url:
-                await git_clone(spec.repo_url, home / "data", self._git_protocols)
+                await git_clone(
+                    spec.repo_url, home / "data", self._git_protocols, self._fetch_rules
+                )
         except BaseException:
             await sandbox.destroy()
             raise
