@@ -7,12 +7,10 @@ Per sandbox there is a host folder `<root>/<id>/` holding `work/` (mounted read-
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import posixpath
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -61,25 +59,3 @@ def tagged(root: Path, tag: str) -> list[SandboxInfo]:
             created = meta.get("created_at")
             found.append(SandboxInfo(entry.name, float(created) if created else None))
     return found
-
-
-def remove_tree(path: Path) -> None:
-    """rmtree that also copes with folders the sandbox made read-only; no-op if gone."""
-    if not path.exists():
-        return
-    try:
-        shutil.rmtree(path)
-    except OSError:  # not root: a read-only folder blocks deleting its entries
-        _make_folders_writable(path)
-        shutil.rmtree(path)
-
-
-def _make_folders_writable(top: Path) -> None:
-    """chmod 700 every folder under `top`, each before reading it (symlinks not followed)."""
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        with contextlib.suppress(OSError):
-            folder.chmod(0o700)
-        with contextlib.suppress(OSError), os.scandir(folder) as entries:
-            stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]

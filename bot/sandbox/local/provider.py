@@ -18,8 +18,9 @@ from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxInfo, SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
-from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
+from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, tagged
 from bot.sandbox.local.git import git_clone
+from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.sandbox import LocalSandbox
 from bot.sandbox.output import last_line

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from bot.sandbox.local import hostfs
 from bot.units import size_text
 
 POLL_S, MAX_POLL_S = 0.02, 1.0  # between two measurements
@@ -29,22 +29,7 @@ FASTEST_WRITE = 2 << 30  # bytes a second a writer may manage (page cache): far 
 
 def used_bytes(folders: list[Path]) -> int:
     """Disk blocks used under `folders` (sparse files count what they hold, not their size)."""
-    total = 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue  # removed while we looked
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-            except OSError:
-                continue
-    return total
+    return hostfs.usage(folders).bytes
 
 
 def over_quota_note(limit: int) -> str:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from bot.errors import SandboxError, SandboxGone
 from bot.sandbox.base import (
-    WORK_DIR,
     CommandState,
     ExecResult,
     FileEntry,
@@ -33,12 +32,13 @@ from bot.sandbox.local.fileops import (
     DOWNLOAD_SH,
     LIST_MAX_BYTES,
     LIST_SH,
+    REMOVE_SH,
     UPLOAD_SH,
     file_error,
     parse_listing,
     read_at_most,
 )
-from bot.sandbox.local.folders import remove_tree
+from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.quota import DiskQuota, over_quota_note
@@ -159,14 +159,17 @@ class LocalSandbox:
                 pass  # the writer died; its exit status says why
             rc = await proc.wait() if fits else 0
         if not fits:
-            await asyncio.to_thread(self._host_path(target).unlink, missing_ok=True)
+            await self._remove(target)
             raise SandboxError(self._too_big(path, room))
         if rc != 0:
             raise file_error("write", path, rc, errors)
         return written
 
-    def _host_path(self, target: str) -> Path:
-        return self._home / "work" / Path(target).relative_to(WORK_DIR)
+    async def _remove(self, target: str) -> None:
+        """Remove a file inside the sandbox: a link planted on its path resolves there, never
+        to a host file."""
+        async with self._tool(REMOVE_SH, target) as (proc, _):
+            await proc.wait()
 
     def _too_big(self, path: str, room: int) -> str:
         limit, left = size_text(self._quota.limit), size_text(max(room, 0))

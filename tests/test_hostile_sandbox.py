@@ -1,0 +1,122 @@
+"""Model-written code attacks the local backend from inside its sandbox: links planted for
+the bot's host-side file work, limits it tries to lift, shared resources it tries to
+exhaust. Each test is the attack; it passes when the attack gets nowhere."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.agent.events import RunFinished
+from bot.compose import Runtime
+from bot.errors import SandboxError
+from bot.sandbox.base import SandboxSpec
+from bot.sandbox.limits import Limits
+from bot.sandbox.local import LocalProvider, LocalSandbox
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.support import Recorder, settings_for
+
+
+@pytest.fixture
+def host_dir() -> Iterator[Path]:
+    """A host folder outside every sandbox, holding a file the sandbox must not touch."""
+    with tempfile.TemporaryDirectory(prefix="host-victim-") as folder:
+        path = Path(folder)
+        (path / "data.csv").write_text("precious\n")
+        yield path
+
+
+async def _sandbox(root: Path, limits: Limits = Limits()) -> tuple[LocalProvider, LocalSandbox]:  # noqa: B008
+    provider = LocalProvider(root, limits)
+    return provider, await provider.create(SandboxSpec(session_key="attack"))
+
+
+async def _chunks(*sizes: int) -> AsyncIterator[bytes]:
+    for size in sizes:
+        yield b"x" * size
+
+
+async def _bash(sandbox: LocalSandbox, script: str) -> str:
+    result = await sandbox.run_code("bash", script, 30)
+    assert result.status == "ok", result.stderr.text
+    return result.stdout.text
+
+
+# -- links planted for the bot's host-side file work --
+
+
+async def test_oversized_upload_through_a_planted_link_deletes_no_host_file(
+    sandbox_root: Path, host_dir: Path
+) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(disk_bytes=1 << 20))
+    try:
+        await _bash(sandbox, f"rm -rf uploads && ln -s {host_dir} uploads")
+        with pytest.raises(SandboxError, match="disk quota"):
+            await sandbox.upload("/buddy/work/uploads/data.csv", _chunks(2 << 20))
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert (host_dir / "data.csv").read_text() == "precious\n"
+
+
+async def test_destroy_does_not_follow_planted_links(sandbox_root: Path, host_dir: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root)
+    try:
+        script = f"mkdir -p deep/er && ln -s {host_dir} deep/er/link && ln -s {host_dir} out/x"
+        await _bash(sandbox, script)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert (host_dir / "data.csv").read_text() == "precious\n"
+    assert not any(sandbox_root.glob("lcl-*"))
+
+
+async def test_quota_counts_no_host_file_behind_a_link(sandbox_root: Path, host_dir: Path) -> None:
+    (host_dir / "big.bin").write_bytes(b"x" * (4 << 20))
+    provider, sandbox = await _sandbox(sandbox_root, Limits(disk_bytes=2 << 20))
+    try:
+        await _bash(sandbox, f"ln -s {host_dir} link && ln -s {host_dir}/big.bin out/big.bin")
+        written = await sandbox.upload("/buddy/work/uploads/small.csv", _chunks(1024))
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert written == 1024
+
+
+def _deliverables_script(req) -> Reply:
+    if req.turn == 0:
+        code = (
+            "mkdir report.md && echo secret > /tmp/s && ln -s /etc/passwd out/passwd.png "
+            "&& ln -s /tmp/s out/s.csv && echo a,b > out/ok.csv"
+        )
+        return Reply([tool_use("run_code", {"language": "bash", "code": code})])
+    return Reply([text("done")])
+
+
+async def test_linked_or_folder_deliverables_are_not_posted_and_the_model_is_told(
+    sandbox_root: Path,
+) -> None:
+    async with FakeAnthropic(_deliverables_script) as fake:
+        runtime = Runtime.from_settings(
+            settings_for(fake.base_url, sandbox_root), LocalProvider(sandbox_root)
+        )
+        session = runtime.sessions.new("links")
+        try:
+            first = await session.ask("make the report", Recorder())
+            posted = {
+                name: b"".join([c async for c in chunks])
+                async for name, chunks in session.outputs()
+            }
+            second = await session.ask("and now?", Recorder())
+        finally:
+            await session.close()
+            await runtime.close()
+    assert isinstance(first, RunFinished) and isinstance(second, RunFinished)
+    assert posted == {"ok.csv": b"a,b\n"}
+    told = json.dumps(fake.requests[-1].messages[-1])
+    assert "/buddy/work/report.md was a folder" in told
+    assert "/buddy/work/out/passwd.png was a symbolic link" in told
