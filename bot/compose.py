@@ -33,7 +33,17 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    return LocalProvider(settings.sandbox_root, Limits(disk_bytes=settings.sandbox_disk_bytes))
+    limits = Limits(
+        disk_bytes=settings.sandbox_disk_bytes,
+        max_files=settings.sandbox_max_files,
+        max_commands=settings.sandbox_max_commands,
+    )
+    return LocalProvider(
+        settings.sandbox_root,
+        limits,
+        max_sandboxes=settings.max_sandboxes,
+        wait_s=settings.sandbox_wait_s,
+    )
 
 
 def build_coordinator(settings: Settings) -> Coordinator:

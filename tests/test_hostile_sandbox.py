@@ -4,7 +4,9 @@ exhaust. Each test is the attack; it passes when the attack gets nowhere."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,12 +15,13 @@ import pytest
 
 from bot.agent.events import RunFinished
 from bot.compose import Runtime
-from bot.errors import SandboxError
+from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, settings_for
+from tests.test_sandbox_isolation import eventually
 
 
 @pytest.fixture
@@ -120,3 +123,89 @@ async def test_linked_or_folder_deliverables_are_not_posted_and_the_model_is_tol
     told = json.dumps(fake.requests[-1].messages[-1])
     assert "/buddy/work/report.md was a folder" in told
     assert "/buddy/work/out/passwd.png was a symbolic link" in told
+
+
+# -- one session starving the others --
+
+FILL_PROCESSES = """
+import subprocess, time
+children = []
+try:
+    while len(children) < 400:
+        children.append(subprocess.Popen(["sleep", "600"]))
+except OSError as exc:
+    print("full at", len(children), type(exc).__name__, flush=True)
+time.sleep(600)
+"""
+
+
+async def _output_of(sandbox: LocalSandbox, command_id: str, needle: str) -> str:
+    """The detached command's output once it shows `needle` (or it ended)."""
+    while True:
+        state = await sandbox.command_state(command_id, wait_s=1.0)
+        if needle in state.result.stdout.text or not state.running:
+            return state.result.stdout.text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="without root every sandbox shares one uid")
+async def test_one_sandbox_filling_its_process_cap_leaves_others_able_to_start(
+    sandbox_root: Path,
+) -> None:
+    provider = LocalProvider(sandbox_root, Limits(processes=64))
+    hog = await provider.create(SandboxSpec(session_key="hog"))
+    other = await provider.create(SandboxSpec(session_key="other"))
+    try:
+        command = await hog.start_command("python", FILL_PROCESSES)
+        assert "full at" in await _output_of(hog, command, "full at")
+        result = await other.run_code("bash", "echo alive", 30)
+    finally:
+        await hog.destroy()
+        await other.destroy()
+        await provider.close()
+    assert result.status == "ok" and result.stdout.text == "alive\n"
+    assert None not in (hog.uid, other.uid) and hog.uid != other.uid
+
+
+async def test_detached_commands_are_capped_per_sandbox(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(max_commands=2))
+    try:
+        first = await sandbox.start_command("bash", "sleep 600")
+        await sandbox.start_command("bash", "sleep 600")
+        with pytest.raises(SandboxError, match="already runs 2 detached commands"):
+            await sandbox.start_command("bash", "sleep 600")
+        await sandbox.kill_command(first)
+        third = await sandbox.start_command("bash", "echo third")
+        state = await sandbox.command_state(third, wait_s=30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert state.result.stdout.text == "third\n"
+
+
+async def test_sandboxes_over_the_cap_wait_for_a_slot(sandbox_root: Path) -> None:
+    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=60)
+    first = await provider.create(SandboxSpec(session_key="first"))
+    waiting = asyncio.create_task(provider.create(SandboxSpec(session_key="second")))
+    try:
+        assert await eventually(lambda: provider.slots.waiting == 1, within=30)
+        assert not waiting.done()
+        await first.destroy()
+        second = await waiting
+        assert (await second.run_code("bash", "echo ok", 30)).stdout.text == "ok\n"
+        await second.destroy()
+    finally:
+        waiting.cancel()
+        await first.destroy()
+        await provider.close()
+
+
+async def test_a_sandbox_that_finds_no_slot_is_refused_with_a_reason(sandbox_root: Path) -> None:
+    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0.5)
+    first = await provider.create(SandboxSpec(session_key="first"))
+    try:
+        with pytest.raises(SandboxUnavailable, match="all 1 sandboxes this bot may run"):
+            await provider.create(SandboxSpec(session_key="second"))
+    finally:
+        await first.destroy()
+        await provider.close()
+    assert [p.name for p in sandbox_root.glob("lcl-*")] == []

@@ -234,17 +234,18 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     assert await eventually(lambda: leftover() == []), leftover()
 
     # Kept alive, it runs into RLIMIT_NPROC until the wall-clock timeout kills everything.
-    baseline = host_processes_of_uid(65534)  # other host processes of "nobody", if any
+    uid = local_sandbox.uid if local_sandbox.uid is not None else os.getuid()
+    baseline = host_processes_of_uid(uid)  # other host processes of that uid, if any
     started = time.monotonic()
     task = asyncio.create_task(local_sandbox.run_code("bash", ":(){ :|:& };:; sleep 30", 3))
     await asyncio.sleep(1.5)
     if os.geteuid() == 0:
-        assert host_processes_of_uid(65534) <= Limits().processes
+        assert host_processes_of_uid(uid) <= Limits().processes
     result = await task
     assert result.status == "timeout"
     assert time.monotonic() - started < 6
     assert await eventually(lambda: leftover() == []), leftover()
-    assert await eventually(lambda: host_processes_of_uid(65534) <= baseline)
+    assert await eventually(lambda: host_processes_of_uid(uid) <= baseline)
     await still_works(local_sandbox)
 
 
@@ -385,8 +386,9 @@ async def test_no_nested_namespaces_or_privileges(local_sandbox: LocalSandbox) -
 async def test_sandbox_runs_as_an_unprivileged_host_uid(
     local_sandbox: LocalSandbox, sandbox_root: Path
 ) -> None:
-    # As root the sandbox switches to "nobody" (RLIMIT_NPROC does not bind uid 0).
-    expected = 65534 if os.geteuid() == 0 else os.getuid()
+    # As root each sandbox switches to a uid of its own (RLIMIT_NPROC does not bind uid 0).
+    expected = local_sandbox.uid if os.geteuid() == 0 else os.getuid()
+    assert expected not in (None, 0)
     await local_sandbox.run_code("bash", "echo x > owned.txt", timeout_s=10)
     assert (sandbox_root / local_sandbox.id / "work" / "owned.txt").stat().st_uid == expected
 

@@ -1,9 +1,9 @@
 """Starting one bubblewrap (`bwrap`) container, and killing everything in it.
 
 Each container runs bwrap under `prlimit` (CPU, memory, processes, file size, no core
-dumps) and, when the bot runs as root, as an unprivileged host uid (65534 by default),
-because the kernel does not enforce RLIMIT_NPROC for uid 0. What the container sees is
-set up by `isolation`.
+dumps) and, when the bot runs as root, as an unprivileged host uid of the sandbox's own
+(`uids`): the kernel does not enforce RLIMIT_NPROC for uid 0, and counts it per uid.
+What the container sees is set up by `isolation`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import DATA_DIR, SANDBOX_PATH, WORK_DIR
 from bot.sandbox.limits import Limits
-from bot.sandbox.local.isolation import GENERATED_ETC, NOBODY_UID, static_bwrap_args
+from bot.sandbox.local.isolation import GENERATED_ETC, static_bwrap_args
+from bot.sandbox.local.uids import UID_RANGE
 
 
 def require_bubblewrap(path: str | None = None) -> str:
@@ -77,12 +78,13 @@ def require_util_linux(program: str) -> str:
     return found
 
 
-def pick_uid(sandbox_uid: int | None) -> int | None:
-    """The host uid to run sandboxes as, or None to keep the bot's own (non-root) uid."""
+def pick_uid(sandbox_uid: int | None) -> int | range | None:
+    """The host uid to run sandboxes as: one for all, a range to give each its own (root
+    without a uid asked for), or None to keep the bot's own (non-root) uid."""
     if sandbox_uid == 0:
         raise SandboxUnavailable("the sandbox must not run as root (uid 0)")
     if os.geteuid() == 0:
-        return NOBODY_UID if sandbox_uid is None else sandbox_uid
+        return UID_RANGE if sandbox_uid is None else sandbox_uid
     if sandbox_uid not in (None, os.getuid()):
         raise SandboxUnavailable(f"running the sandbox as uid {sandbox_uid} needs root")
     return None
@@ -127,7 +129,7 @@ class Launcher:
         self.bwrap = require_bubblewrap()
         self.prlimit = require_util_linux("prlimit")
         self.setpriv = require_util_linux("setpriv")
-        self.uid = pick_uid(sandbox_uid)
+        self.uids = pick_uid(sandbox_uid)
         self.limits = limits
         self._static_args = static_bwrap_args(
             limits, network=network, user_namespaces=user_namespaces
@@ -143,8 +145,10 @@ class Launcher:
         stdin: int = asyncio.subprocess.DEVNULL,
         stdout: int = asyncio.subprocess.PIPE,
         cpu_limit: bool = True,
+        uid: int | None = None,
     ) -> Container:
-        """Start `command` in a new container with `work` and `data` mounted.
+        """Start `command` in a new container with `work` and `data` mounted, as host `uid`
+        (None: the bot's own).
 
         `files` maps sandbox paths to contents placed there read-only; stderr is always a
         pipe. Without `cpu_limit` the command must limit its CPU time itself (the kernel).
@@ -164,7 +168,7 @@ class Launcher:
                 pass_fds=fds,
                 env={"PATH": SANDBOX_PATH},  # bwrap's own environment is visible inside
                 start_new_session=True,  # its own process group, for `Container.kill`
-                **self._credentials(),
+                **_credentials(uid),
             )
         except BaseException:
             os.close(info_read)
@@ -190,11 +194,6 @@ class Launcher:
             *["--info-fd", str(info_fd), "--remount-ro", "/", "--"],
             *command,
         ]
-
-    def _credentials(self) -> dict[str, Any]:
-        if self.uid is None:
-            return {}
-        return {"user": self.uid, "group": self.uid, "extra_groups": []}
 
 
 class Container:
@@ -251,6 +250,12 @@ class Container:
 
 
 # -- helpers --
+
+
+def _credentials(uid: int | None) -> dict[str, Any]:
+    if uid is None:
+        return {}
+    return {"user": uid, "group": uid, "extra_groups": []}
 
 
 def _memfd(content: bytes) -> int:

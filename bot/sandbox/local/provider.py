@@ -23,6 +23,8 @@ from bot.sandbox.local.git import git_clone
 from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.sandbox import LocalSandbox
+from bot.sandbox.local.slots import Slots
+from bot.sandbox.local.uids import UidsExhausted, claim_uid, owner
 from bot.sandbox.output import last_line
 
 
@@ -40,20 +42,25 @@ class LocalProvider:
         python_kernel: bool = True,
         network: bool = False,
         user_namespaces: bool = False,
+        max_sandboxes: int | None = None,
+        wait_s: float = 120.0,
     ) -> None:
-        # network, user_namespaces: see `isolation.static_bwrap_args` (tests only)
+        # network, user_namespaces: see `isolation.static_bwrap_args` (tests only);
+        # max_sandboxes (None: no cap) live at once, a new one waiting up to wait_s (`slots`)
         self._launcher = Launcher(
             limits, sandbox_uid, network=network, user_namespaces=user_namespaces
         )
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        if self._launcher.uid is not None:
-            check_reachable(self.root, self._launcher.uid)
+        uids = self._launcher.uids
+        if uids is not None:
+            check_reachable(self.root, uids if isinstance(uids, int) else uids.start)
         self.limits = limits
         self._git_protocols = allowed_git_protocols
         self._programs = Programs(interpreters)
         self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
+        self.slots = Slots(max_sandboxes, wait_s)
         self._probed = False
         self._closed = False
 
@@ -62,10 +69,11 @@ class LocalProvider:
             raise SandboxUnavailable("the local sandbox provider is closed")
         sandbox_id = ID_PREFIX + secrets.token_hex(6)
         home = self.root / sandbox_id
+        await self.slots.take()
         sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
         try:
-            await asyncio.to_thread(make_folders, home, spec, self._launcher.uid)
-            await self._probe(home)
+            sandbox.uid = await asyncio.to_thread(self._make_home, home, spec)
+            await self._probe(home, sandbox.uid)
             if spec.repo_url:
                 await git_clone(spec.repo_url, home / "data", self._git_protocols)
         except BaseException:
@@ -80,8 +88,14 @@ class LocalProvider:
         home = self.root / sandbox_id
         if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
             return None
+        uid = self._launcher.uids
+        if isinstance(uid, range) and (uid := await asyncio.to_thread(owner, home, uid)) is None:
+            return None  # not made by a provider like this one
         await asyncio.to_thread(kill_containers_of, home)
-        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home, attached=True)
+        await self.slots.take()
+        sandbox = self._sandbox(sandbox_id, home, attached=True)
+        sandbox.uid = uid
+        self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
@@ -112,19 +126,31 @@ class LocalProvider:
             launcher=self._launcher,
             programs=self._programs,
             forget=self._forget,
+            slots=self.slots,
             python_kernel=self._python_kernel,
             attached=attached,
         )
 
+    def _make_home(self, home: Path, spec: SandboxSpec) -> int | None:
+        """Make the sandbox's folders, owned by the uid it will run as (returned)."""
+        uids = self._launcher.uids
+        if not isinstance(uids, range):
+            make_folders(home, spec, uids)
+            return uids
+        try:
+            return claim_uid(self.root, lambda uid: make_folders(home, spec, uid), uids)
+        except UidsExhausted as exc:
+            raise SandboxUnavailable(str(exc)) from None
+
     def _forget(self, sandbox_id: str) -> None:
         self._sandboxes.pop(sandbox_id, None)
 
-    async def _probe(self, home: Path) -> None:
+    async def _probe(self, home: Path, uid: int | None) -> None:
         """Start one trivial sandbox so a host that cannot run bwrap fails at create time."""
         if self._probed:
             return
         container = await self._launcher.spawn(
-            home / "work", home / "data", ["/bin/true"], stdout=asyncio.subprocess.DEVNULL
+            home / "work", home / "data", ["/bin/true"], stdout=asyncio.subprocess.DEVNULL, uid=uid
         )
         try:
             _, err = await container.proc.communicate()

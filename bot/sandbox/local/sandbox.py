@@ -43,6 +43,7 @@ from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.quota import DiskQuota, over_quota_note
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
+from bot.sandbox.local.slots import Slots
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
 from bot.units import size_text
 
@@ -61,6 +62,7 @@ class LocalSandbox:
         launcher: Launcher,
         programs: Programs,
         forget: Callable[[str], None],
+        slots: Slots | None = None,
         python_kernel: bool = True,
         attached: bool = False,
     ) -> None:
@@ -70,11 +72,13 @@ class LocalSandbox:
         self._limits = launcher.limits
         self._programs = programs
         self._forget = forget  # tells the provider this sandbox is gone
+        self._slots = slots  # taken by the provider for it; given back when stopped or gone
         self._runs: set[Run] = set()
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
         self._stopped = False
+        self.uid: int | None = launcher.uids if isinstance(launcher.uids, int) else None
         folders = [home / "work", home / "data"]
         self._quota = DiskQuota(folders, self._limits.disk_bytes, self.stop_all)
         self._kernel: KernelRunner | None = None
@@ -115,6 +119,12 @@ class LocalSandbox:
             await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
+        running = [run for run in self._commands.values() if not run.done.done()]
+        if len(running) >= self._limits.max_commands:
+            raise SandboxError(
+                f"this sandbox already runs {len(running)} detached commands, the most it "
+                "may run at once: wait for one to end (check_command) or kill one first"
+            )
         run = await self._start(language, code, self._limits.command_max_s)
         command_id = "cmd-" + secrets.token_hex(4)
         self._commands[command_id] = run
@@ -204,12 +214,16 @@ class LocalSandbox:
         await self.stop_all()
         if self._kernel is not None:
             self._kernel.forget(lost=True)
-        self._stopped = True
+        if not self._stopped:
+            self._stopped = True
+            self._give_back_slot()
 
     async def wake(self) -> bool:
         self._check_alive()
         if not await asyncio.to_thread((self._home / "work").is_dir):  # removed by another bot
             raise SandboxGone(f"sandbox {self.id} no longer exists")
+        if self._stopped and self._slots is not None:
+            await self._slots.take()
         woke, self._stopped = self._stopped, False
         return woke
 
@@ -217,9 +231,13 @@ class LocalSandbox:
         if self._destroyed:
             return
         self._destroyed = True
-        await self.stop_all()
-        await asyncio.to_thread(remove_tree, self._home)
-        self._forget(self.id)
+        try:
+            await self.stop_all()
+            await asyncio.to_thread(remove_tree, self._home)
+        finally:
+            self._forget(self.id)
+            if not self._stopped:
+                self._give_back_slot()
 
     async def stop_all(self) -> None:
         """Kill every process running over this sandbox and wait until they are gone."""
@@ -234,6 +252,10 @@ class LocalSandbox:
             await asyncio.wait(pending)
 
     # -- internals --
+
+    def _give_back_slot(self) -> None:
+        if self._slots is not None:
+            self._slots.give_back()
 
     def _check_alive(self) -> None:
         if self._destroyed:
@@ -259,7 +281,14 @@ class LocalSandbox:
         self._check_alive()
         work, data = self._home / "work", self._home / "data"
         return await self._launcher.spawn(
-            work, data, command, files=files, stdin=stdin, stdout=stdout, cpu_limit=cpu_limit
+            work,
+            data,
+            command,
+            files=files,
+            stdin=stdin,
+            stdout=stdout,
+            cpu_limit=cpu_limit,
+            uid=self.uid,
         )
 
     async def _start_kernel(self) -> KernelProcess:
