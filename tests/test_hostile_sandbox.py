@@ -19,7 +19,9 @@ from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
+from bot.sandbox.local.quota import used_bytes
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.leftovers import survivors
 from tests.support import Recorder, settings_for
 from tests.test_sandbox_isolation import eventually
 
@@ -209,3 +211,71 @@ async def test_a_sandbox_that_finds_no_slot_is_refused_with_a_reason(sandbox_roo
         await first.destroy()
         await provider.close()
     assert [p.name for p in sandbox_root.glob("lcl-*")] == []
+
+
+# -- the disk quota, when no call is running and where the sandbox writes --
+
+WRITE_AFTER_RETURN = """
+import os, threading
+def fill():
+    block = os.urandom(1 << 20)
+    os.makedirs('/buddy/work/fill', exist_ok=True)
+    for i in range(256):
+        with open(f'/buddy/work/fill/{i}.bin', 'wb') as f:
+            f.write(block)
+    open('/buddy/work/finished', 'w').close()
+threading.Thread(target=fill).start()
+print('returned')
+"""
+
+
+async def test_a_thread_left_writing_after_its_cell_returned_is_stopped(
+    sandbox_root: Path,
+) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(disk_bytes=32 << 20))
+    home = sandbox_root / sandbox.id
+    try:
+        cell = await sandbox.run_code("python", WRITE_AFTER_RETURN, 30)
+        assert cell.status == "ok" and cell.stdout.text == "returned\n"
+        # The writer either finishes (no quota between calls) or dies with the kernel.
+        gone = lambda: (home / "work/finished").exists() or not survivors([home])  # noqa: E731
+        assert await eventually(gone, within=120)
+        held = used_bytes([home])
+        after = await sandbox.run_code("python", "print('next')", 30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert not (home / "work/finished").exists()
+    assert held < (32 << 20) + (128 << 20)
+    assert after.stdout.text == "next\n" and "Since the last call" in after.note
+    assert "disk quota" in after.note
+
+
+async def test_a_loop_making_empty_files_is_stopped_at_the_file_cap(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(max_files=1000))
+    try:
+        code = "mkdir many && cd many && for i in $(seq 100000); do : > f$i; done; echo made"
+        result = await sandbox.run_code("bash", code, 120)
+        left = await _bash(sandbox, "ls many | wc -l")
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert result.status == "killed" and "1,000 files" in result.note
+    assert int(left) < 100000
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
+async def test_scratch_folders_count_against_the_quota(sandbox_root: Path, folder: str) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(disk_bytes=16 << 20))
+    try:
+        code = (
+            "import os\nblock = os.urandom(1 << 20)\nfor i in range(96):\n"
+            f"    with open('{folder}/f%d' % i, 'wb') as f:\n        f.write(block)\n"
+            "print('wrote all')"
+        )
+        result = await sandbox.run_code("python", code, 60)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert result.status == "killed" and "disk quota" in result.note
+    assert "wrote all" not in result.stdout.text

@@ -21,8 +21,6 @@ class Limits:
     file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
     disk_bytes: int = 5 << 30  # a session's folders together (quota.py); caps one file too
     output_bytes: int = 1 << 20  # per captured stream: head + tail kept, the rest counted
-    tmp_bytes: int = 512 << 20  # size of the private /tmp tmpfs (it lives in RAM)
-    shm_bytes: int = 64 << 20  # size of /dev/shm
     command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
     max_commands: int = 8  # detached commands running at once in one sandbox
     max_files: int = 200_000  # inodes (files, folders, links) in a session's folders

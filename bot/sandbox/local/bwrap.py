@@ -21,6 +21,7 @@ from typing import Any
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import DATA_DIR, SANDBOX_PATH, WORK_DIR
 from bot.sandbox.limits import Limits
+from bot.sandbox.local.folders import SCRATCH
 from bot.sandbox.local.isolation import GENERATED_ETC, static_bwrap_args
 from bot.sandbox.local.uids import UID_RANGE
 
@@ -137,8 +138,8 @@ class Launcher:
 
     async def spawn(
         self,
-        work: Path,
-        data: Path,
+        home: Path,
+        scratch: Path,
         command: Sequence[str],
         *,
         files: Mapping[str, bytes] | None = None,
@@ -147,8 +148,8 @@ class Launcher:
         cpu_limit: bool = True,
         uid: int | None = None,
     ) -> Container:
-        """Start `command` in a new container with `work` and `data` mounted, as host `uid`
-        (None: the bot's own).
+        """Start `command` in a new container over the sandbox folder `home` (its work and
+        data mounted, /tmp and /dev/shm from `scratch`), as host `uid` (None: the bot's own).
 
         `files` maps sandbox paths to contents placed there read-only; stderr is always a
         pipe. Without `cpu_limit` the command must limit its CPU time itself (the kernel).
@@ -156,7 +157,16 @@ class Launcher:
         info_read, info_write = os.pipe()
         fds = [info_write]
         try:
-            binds = ["--bind", str(work), WORK_DIR, "--ro-bind", str(data), DATA_DIR]
+            binds = [
+                "--bind",
+                str(home / "work"),
+                WORK_DIR,
+                "--ro-bind",
+                str(home / "data"),
+                DATA_DIR,
+            ]
+            for name, dest in SCRATCH.items():
+                binds += ["--bind", str(scratch / name), dest]
             for dest, content in {**GENERATED_ETC, **(files or {})}.items():
                 fds.append(_memfd(content))
                 binds += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]

@@ -142,6 +142,8 @@ def _take_entry(parent: int, name: str) -> int | None:
     except (IsADirectoryError, PermissionError) as exc:
         try:
             child = open_subdir(parent, name)
+        except FileNotFoundError:
+            return None  # removed meanwhile (a container's scratch folder, say)
         except OSError:
             raise exc from None
     with contextlib.suppress(OSError):

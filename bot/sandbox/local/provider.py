@@ -18,7 +18,7 @@ from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxInfo, SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
-from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, tagged
+from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, make_scratch, tagged
 from bot.sandbox.local.git import git_clone
 from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.programs import Programs
@@ -149,13 +149,15 @@ class LocalProvider:
         """Start one trivial sandbox so a host that cannot run bwrap fails at create time."""
         if self._probed:
             return
+        scratch = await asyncio.to_thread(make_scratch, home, "probe", uid)
         container = await self._launcher.spawn(
-            home / "work", home / "data", ["/bin/true"], stdout=asyncio.subprocess.DEVNULL, uid=uid
+            home, scratch, ["/bin/true"], stdout=asyncio.subprocess.DEVNULL, uid=uid
         )
         try:
             _, err = await container.proc.communicate()
         finally:
             container.close()
+            await asyncio.to_thread(remove_tree, scratch)
         if container.proc.returncode != 0:
             raise SandboxUnavailable(
                 f"bubblewrap cannot start a sandbox on this host: {last_line(err)} "

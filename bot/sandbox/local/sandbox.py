@@ -38,10 +38,11 @@ from bot.sandbox.local.fileops import (
     parse_listing,
     read_at_most,
 )
+from bot.sandbox.local.folders import QUOTA_FOLDERS, make_scratch
 from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
-from bot.sandbox.local.quota import DiskQuota, over_quota_note
+from bot.sandbox.local.quota import DiskQuota, Watch
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
 from bot.sandbox.local.slots import Slots
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
@@ -79,8 +80,10 @@ class LocalSandbox:
         self._destroyed = False
         self._stopped = False
         self.uid: int | None = launcher.uids if isinstance(launcher.uids, int) else None
-        folders = [home / "work", home / "data"]
-        self._quota = DiskQuota(folders, self._limits.disk_bytes, self.stop_all)
+        folders = [home / name for name in QUOTA_FOLDERS]
+        limits = self._limits
+        self._quota = DiskQuota(folders, limits.disk_bytes, self.stop_all, limits.max_files)
+        self._lifetimes: set[asyncio.Task[None]] = set()  # each container's hold on the quota
         self._kernel: KernelRunner | None = None
         if python_kernel:
             self._kernel = KernelRunner(
@@ -91,12 +94,18 @@ class LocalSandbox:
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        unseen, self._quota.unseen = self._quota.unseen, False
         async with self._quota.watching() as watch:
             result = await self._run_code(language, code, timeout_s)
-        if not watch.fired:
-            return result
-        note = over_quota_note(self._quota.limit)
-        return dataclasses.replace(result, status="killed", exit_code=None, note=note)
+        if watch.fired:
+            note = self._quota.note()
+            return dataclasses.replace(result, status="killed", exit_code=None, note=note)
+        if unseen:  # stopped between calls (a thread a cell left writing, say)
+            note = " ".join(
+                filter(None, [f"Since the last call: {self._quota.note()}", result.note])
+            )
+            return dataclasses.replace(result, note=note)
+        return result
 
     async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         python = self._programs.interpreter("python") if language == "python" else None
@@ -136,7 +145,7 @@ class LocalSandbox:
         async with self._quota.watching() as watch:
             await asyncio.shield(run.done)
         if watch.fired:
-            run.note = over_quota_note(self._quota.limit)
+            run.note = self._quota.note()
 
     async def command_state(self, command_id: str, wait_s: float = 0.0) -> CommandState:
         run = self._command(command_id)
@@ -279,17 +288,36 @@ class LocalSandbox:
     ) -> Container:
         """Start `command` in a new container over this sandbox; stderr is always a pipe."""
         self._check_alive()
-        work, data = self._home / "work", self._home / "data"
-        return await self._launcher.spawn(
-            work,
-            data,
-            command,
-            files=files,
-            stdin=stdin,
-            stdout=stdout,
-            cpu_limit=cpu_limit,
-            uid=self.uid,
-        )
+        name = secrets.token_hex(6)
+        scratch = await asyncio.to_thread(make_scratch, self._home, name, self.uid)
+        try:
+            container = await self._launcher.spawn(
+                self._home,
+                scratch,
+                command,
+                files=files,
+                stdin=stdin,
+                stdout=stdout,
+                cpu_limit=cpu_limit,
+                uid=self.uid,
+            )
+        except BaseException:
+            await asyncio.to_thread(remove_tree, scratch)
+            raise
+        lifetime = asyncio.create_task(self._lifetime(container, scratch, self._quota.hold()))
+        self._lifetimes.add(lifetime)
+        lifetime.add_done_callback(self._lifetimes.discard)
+        return container
+
+    async def _lifetime(self, container: Container, scratch: Path, watch: Watch) -> None:
+        """The quota holds for as long as the container lives, calls or no calls; its
+        scratch folder goes with it."""
+        try:
+            await container.proc.wait()
+        finally:
+            self._quota.release(watch)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(remove_tree, scratch)
 
     async def _start_kernel(self) -> KernelProcess:
         python = self._programs.interpreter("python")
