@@ -204,6 +204,22 @@ async def test_network_is_unreachable(local_sandbox: LocalSandbox) -> None:
     await still_works(local_sandbox)
 
 
+def processes_of(sandbox: LocalSandbox, *tokens: str) -> list[str]:
+    """Command lines of `sandbox`'s processes mentioning one of `tokens`: as root each
+    sandbox has a uid of its own (other suites on the machine run snippets too)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        mine = sandbox.uid is None or f"\nUid:\t{sandbox.uid}\t" in status
+        if mine and any(t in cmdline for t in tokens) and "pytest" not in cmdline:
+            found.append(cmdline)
+    return found
+
+
 def host_processes_of_uid(uid: int) -> int:
     count = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -230,8 +246,7 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     # The classic form returns at once: the snippet's end tears the namespace down.
     quick = await local_sandbox.run_code("bash", ":(){ :|:& };:", timeout_s=3)
     assert quick.status == "ok"
-    home = str(local_sandbox._home)  # other suites on the machine run snippets too
-    leftover = lambda: [c for c in host_processes_with("/buddy/.run/main.sh") if home in c]  # noqa: E731
+    leftover = lambda: processes_of(local_sandbox, "/buddy/.run/main.sh")  # noqa: E731
     assert await eventually(lambda: leftover() == []), leftover()
 
     # Kept alive, it runs into RLIMIT_NPROC until the wall-clock timeout kills everything.
@@ -328,8 +343,7 @@ async def test_timeout_kills_the_whole_tree(local_sandbox: LocalSandbox) -> None
     )
     assert second.status == "timeout"
     # nothing of that call is left that could write `late` later
-    home = str(local_sandbox._home)  # other suites on the machine run snippets too
-    snippet = lambda: [c for c in host_processes_with("/buddy/.run/main.sh") if home in c]  # noqa: E731
+    snippet = lambda: processes_of(local_sandbox, "/buddy/.run/main.sh", "sleep 0.51")  # noqa: E731
     assert await eventually(lambda: snippet() == []), snippet()
     assert "late" not in {entry.name for entry in await local_sandbox.list_dir(WORK_DIR)}
     await still_works(local_sandbox)
