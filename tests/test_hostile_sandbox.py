@@ -279,3 +279,38 @@ async def test_scratch_folders_count_against_the_quota(sandbox_root: Path, folde
         await provider.close()
     assert result.status == "killed" and "disk quota" in result.note
     assert "wrote all" not in result.stdout.text
+
+
+# -- limits the kernel cannot lift --
+
+RAISE_AND_SPIN = {
+    "self": "while time.process_time() < 60:\n    pass\n",
+    "child": (
+        "import subprocess\n"
+        "subprocess.run(['python3', '-c', 'import time\\nwhile time.process_time() < 60: pass'])\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("spinner", sorted(RAISE_AND_SPIN))
+async def test_a_cell_that_lifts_its_cpu_limit_is_still_stopped(
+    sandbox_root: Path, spinner: str
+) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(cpu_s=2))
+    code = (
+        "import resource, time\n"
+        "inf = resource.RLIM_INFINITY\n"
+        "resource.setrlimit(resource.RLIMIT_CPU, (inf, inf))\n"
+        "print('lifted', resource.getrlimit(resource.RLIMIT_CPU), flush=True)\n"
+        f"{RAISE_AND_SPIN[spinner]}print('spun to the end')\n"
+    )
+    try:
+        result = await sandbox.run_code("python", code, 300)
+        after = await sandbox.run_code("python", "print('usable')", 30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert "lifted (-1, -1)" in result.stdout.text  # the attack itself worked
+    assert "spun to the end" not in result.stdout.text
+    assert result.status == "killed" and "CPU time" in result.kernel_note
+    assert after.stdout.text == "usable\n" and after.kernel == "fresh"
