@@ -314,3 +314,34 @@ async def test_a_cell_that_lifts_its_cpu_limit_is_still_stopped(
     assert "spun to the end" not in result.stdout.text
     assert result.status == "killed" and "CPU time" in result.kernel_note
     assert after.stdout.text == "usable\n" and after.kernel == "fresh"
+
+
+# -- the kernel's channel to the bot --
+
+FIND_CHANNEL = """
+import gc, json, os, time
+from sci_kernel_output import Frames
+channel = next(o for o in gc.get_objects() if isinstance(o, Frames)).default
+"""
+FLOOD = (
+    FIND_CHANNEL
+    + """
+line = (json.dumps({"t": "o", "d": "x" * 60000}) + "\\n").encode()
+for _ in range(4000):  # 240 MB of frames that look like the kernel's own
+    os.write(channel, line)
+print("flooded")
+"""
+)
+
+
+async def test_a_cell_flooding_the_kernel_channel_is_cut_off(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(output_bytes=64 << 10))
+    try:
+        flood = await sandbox.run_code("python", FLOOD, 300)
+        after = await sandbox.run_code("python", "print('usable')", 30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert flood.status == "killed" and "flooded the kernel's channel" in flood.kernel_note
+    assert len(flood.stdout.text) < 1 << 20  # capped like any output
+    assert after.stdout.text == "usable\n" and after.kernel == "fresh"

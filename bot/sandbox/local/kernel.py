@@ -17,7 +17,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from bot.errors import SandboxError
-from bot.sandbox.base import OUT_DIR, RUN_DIR
+from bot.sandbox.base import KILL_EXIT, OUT_DIR, RUN_DIR
 from bot.sandbox.kernel.frames import (
     INTERRUPT,
     KERNEL_FILES,
@@ -26,6 +26,7 @@ from bot.sandbox.kernel.frames import (
     CellOutput,
     FrameReader,
     KernelExit,
+    channel_caps,
     crash_detail,
     run_request,
 )
@@ -62,20 +63,29 @@ async def start_kernel(spawn: Spawn, python: str, limits: Limits) -> LocalKernel
         stdout=asyncio.subprocess.PIPE,
         cpu_limit=False,
     )
-    return LocalKernel(container, cpu_budget_s=limits.cpu_s + CPU_HARD_GRACE_S)
+    budget = limits.cpu_s + CPU_HARD_GRACE_S
+    return LocalKernel(container, output_bytes=limits.output_bytes, cpu_budget_s=budget)
 
 
 class LocalKernel:
     """A kernel in its own container, reached through the container's pipes; killed when
     a cell spends more than `cpu_budget_s` of CPU time."""
 
-    def __init__(self, container: Container, cpu_budget_s: float | None = None) -> None:
+    def __init__(
+        self,
+        container: Container,
+        *,
+        output_bytes: int = 1 << 20,
+        cpu_budget_s: float | None = None,
+    ) -> None:
         proc = container.proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._container = container
         self._proc = proc
         self._stdin, self._stdout = proc.stdin, proc.stdout
         self._frames = FrameReader()
+        self._caps = channel_caps(output_bytes)
+        self.flooded = False  # killed for sending more than a cell may on the channel
         self._errors = CappedBuffer(STDERR_BYTES)
         self._err_pump = asyncio.create_task(pump(proc.stderr, self._errors))
         self._cpu_budget_s = cpu_budget_s
@@ -94,11 +104,20 @@ class LocalKernel:
             await self._stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             return  # the kernel has ended; `exit` says how
+        received, self._frames.lines = 0, 0
         while not output.finished:
             chunk = await self._stdout.read(READ_CHUNK)
             if not chunk:
                 return
-            self._frames.write(chunk)
+            received += len(chunk)
+            if received > self._caps[0] or self._frames.lines > self._caps[1]:
+                self.flooded = True  # cell code writing to the channel: not the kernel
+                self._container.kill()
+                while await self._stdout.read(READ_CHUNK):
+                    pass  # what was under way, unread, to the end of the pipe
+                return
+            # Parsing is the costly part of a flood: a thread, so the loop keeps serving.
+            await asyncio.to_thread(self._frames.write, chunk)
 
     async def interrupt(self) -> None:
         # No drain: a request is far smaller than the pipe, and `run` may be draining.
@@ -120,6 +139,10 @@ class LocalKernel:
         message = self._errors.output().text
         if rc == 1 and message.startswith("bwrap: "):
             raise SandboxError(f"the sandbox could not start: {message.splitlines()[0]}")
+        if self.flooded:
+            mb = self._caps[0] / 1e6
+            why = f"it was killed: the cell flooded the kernel's channel (over {mb:.0f} MB)"
+            return KernelExit(KILL_EXIT, why=why)
         if self.cpu_spent:
             detail = f"a cell may use {self._cpu_budget_s:.0f} s of CPU time"
             return KernelExit(128 + signal.SIGXCPU, detail)
