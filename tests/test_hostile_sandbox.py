@@ -345,3 +345,31 @@ async def test_a_cell_flooding_the_kernel_channel_is_cut_off(sandbox_root: Path)
     assert flood.status == "killed" and "flooded the kernel's channel" in flood.kernel_note
     assert len(flood.stdout.text) < 1 << 20  # capped like any output
     assert after.stdout.text == "usable\n" and after.kernel == "fresh"
+
+
+OPEN_ALL_FILES = """
+import os, resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+fds = []
+try:
+    while len(fds) < 8000:
+        fds.append(os.open('/dev/null', os.O_RDONLY))
+except OSError:
+    pass
+print(len(fds))
+"""
+
+
+@pytest.mark.parametrize("language", ["python", "bash"])
+async def test_open_files_are_capped_per_process(sandbox_root: Path, language: str) -> None:
+    provider, sandbox = await _sandbox(sandbox_root)
+    code = OPEN_ALL_FILES
+    if language == "bash":  # a process of its own, not the kernel
+        code = f"python3 - <<'PY'\n{OPEN_ALL_FILES}PY"
+    try:
+        result = await sandbox.run_code(language, code, 60)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert int(result.stdout.text) < 1024  # Limits().open_files, not the host's hard limit

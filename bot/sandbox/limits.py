@@ -19,6 +19,9 @@ class Limits:
     memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
     processes: int = 256  # RLIMIT_NPROC, per host uid: per sandbox when the bot is root
     file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
+    # RLIMIT_NOFILE, per process: the host's inherited hard limit (often 500k) times the
+    # process cap could fill the host's whole file table (fs.file-max), for every session.
+    open_files: int = 1024
     disk_bytes: int = 5 << 30  # a session's folders together (quota.py); caps one file too
     output_bytes: int = 1 << 20  # per captured stream: head + tail kept, the rest counted
     command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
@@ -35,5 +38,6 @@ class Limits:
             f"--as={self.memory_bytes * ADDRESS_SPACE_FACTOR}",
             f"--nproc={self.processes}",
             f"--fsize={min(self.file_size_bytes, self.disk_bytes)}",
+            f"--nofile={self.open_files}",
             "--core=0",
         ]
