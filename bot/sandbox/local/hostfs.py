@@ -62,8 +62,8 @@ def _walk(top: int) -> Iterator[tuple[int | None, str, os.stat_result]]:
     """(parent fd or None for `top`, name, lstat) of `top` and everything under it. Takes
     ownership of `top`; sub-folders are entered through fds only."""
     stack = [top]
-    yield None, "", os.fstat(top)
     try:
+        yield None, "", os.fstat(top)
         while stack:
             fd = stack.pop()
             try:

@@ -110,7 +110,9 @@ class DiskQuota:
             used = await asyncio.to_thread(hostfs.usage, self.folders)
             if used.bytes > ceiling.bytes or used.inodes > ceiling.inodes:
                 self._fire()
-                await self._stop_all()
+                # Shielded: the containers' end releases their watches, which may cancel
+                # this task before the stopping is done.
+                await asyncio.shield(self._stop_all())
                 ceiling = self._ceiling(used)  # what is left is for the model to clean up
             await asyncio.sleep(self._pause(ceiling, used, time.monotonic() - started))
 
