@@ -373,3 +373,13 @@ async def test_open_files_are_capped_per_process(sandbox_root: Path, language: s
         await sandbox.destroy()
         await provider.close()
     assert int(result.stdout.text) < 1024  # Limits().open_files, not the host's hard limit
+
+
+async def test_a_free_slot_is_taken_at_once_even_without_waiting(sandbox_root: Path) -> None:
+    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0)
+    sandbox = await provider.create(SandboxSpec(session_key="first"))
+    try:
+        assert provider.slots.waiting == 0
+    finally:
+        await sandbox.destroy()
+        await provider.close()

@@ -25,8 +25,10 @@ class Slots:
     async def take(self) -> None:
         if self._free is None:
             return
-        if self._free.locked():
-            log.info("all %d sandbox slots are taken: a new sandbox waits for one", self.limit)
+        if not self._free.locked():  # a free slot: taken at once (even with wait_s 0)
+            await self._free.acquire()
+            return
+        log.info("all %d sandbox slots are taken: a new sandbox waits for one", self.limit)
         self.waiting += 1
         try:
             await asyncio.wait_for(self._free.acquire(), self.wait_s)
