@@ -36,6 +36,7 @@ def build_provider(settings: Settings) -> SandboxProvider:
     limits = Limits(
         disk_bytes=settings.sandbox_disk_bytes,
         max_files=settings.sandbox_max_files,
+        sandbox_memory_bytes=settings.sandbox_memory_bytes,
         max_commands=settings.sandbox_max_commands,
     )
     return LocalProvider(

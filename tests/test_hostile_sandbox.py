@@ -18,7 +18,7 @@ from bot.compose import Runtime
 from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
-from bot.sandbox.local import LocalProvider, LocalSandbox
+from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups
 from bot.sandbox.local.quota import used_bytes
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.leftovers import survivors
@@ -383,3 +383,31 @@ async def test_a_free_slot_is_taken_at_once_even_without_waiting(sandbox_root: P
     finally:
         await sandbox.destroy()
         await provider.close()
+
+
+# -- memory of the sandbox as a whole --
+
+MEMFD_HOARD = """
+import os
+block = b"m" * (1 << 20)
+fds = [os.memfd_create(f"hoard{n}") for n in range(3)]
+for fd in fds:  # no mapping, so no RLIMIT_DATA or RLIMIT_AS counts these pages
+    for _ in range(256):
+        os.write(fd, block)
+print("held 768 MB", flush=True)
+"""
+
+
+@pytest.mark.skipif(cgroups.memory_parent() is None, reason="no memory cgroup on this host")
+async def test_ram_backed_files_count_against_the_sandboxs_memory(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(sandbox_memory_bytes=256 << 20))
+    try:
+        result = await sandbox.run_code("python", MEMFD_HOARD, 120)
+        after = await sandbox.run_code("python", "print('usable')", 30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert "held 768 MB" not in result.stdout.text
+    assert result.status in ("killed", "error")
+    assert after.stdout.text == "usable\n"
+    assert sandbox.cgroup is not None and not sandbox.cgroup.exists()  # removed with it

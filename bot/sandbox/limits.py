@@ -17,6 +17,7 @@ KERNEL_GRACE_S = 3.0
 class Limits:
     cpu_s: int = 300  # RLIMIT_CPU, per process
     memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
+    sandbox_memory_bytes: int = 8 << 30  # all of a sandbox's memory, where cgroups allow
     processes: int = 256  # RLIMIT_NPROC, per host uid: per sandbox when the bot is root
     file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
     # RLIMIT_NOFILE, per process: the host's inherited hard limit (often 500k) times the

@@ -10,6 +10,7 @@ checked out by `git`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxInfo, SandboxSpec
 from bot.sandbox.limits import Limits
+from bot.sandbox.local import cgroups
 from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
 from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, make_scratch, tagged
 from bot.sandbox.local.git import git_clone
@@ -26,6 +28,8 @@ from bot.sandbox.local.sandbox import LocalSandbox
 from bot.sandbox.local.slots import Slots
 from bot.sandbox.local.uids import UidsExhausted, claim_uid, owner
 from bot.sandbox.output import last_line
+
+log = logging.getLogger(__name__)
 
 
 class LocalProvider:
@@ -61,6 +65,9 @@ class LocalProvider:
         self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
         self.slots = Slots(max_sandboxes, wait_s)
+        self._memory = cgroups.memory_parent() if self._launcher.uids is not None else None
+        if self._memory is None:
+            log.info("no memory cgroups here: a local sandbox's memory is capped per process")
         self._probed = False
         self._closed = False
 
@@ -73,6 +80,7 @@ class LocalProvider:
         sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
         try:
             sandbox.uid = await asyncio.to_thread(self._make_home, home, spec)
+            sandbox.cgroup = await self._cgroup(sandbox_id, sandbox.uid)
             await self._probe(home, sandbox.uid)
             if spec.repo_url:
                 await git_clone(spec.repo_url, home / "data", self._git_protocols)
@@ -95,6 +103,7 @@ class LocalProvider:
         await self.slots.take()
         sandbox = self._sandbox(sandbox_id, home, attached=True)
         sandbox.uid = uid
+        sandbox.cgroup = await self._cgroup(sandbox_id, uid)
         self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
@@ -110,11 +119,19 @@ class LocalProvider:
         else:  # left over from an earlier run
             await asyncio.to_thread(kill_containers_of, self.root / sandbox_id)
             await asyncio.to_thread(remove_tree, self.root / sandbox_id)
+            if self._memory is not None:
+                await asyncio.to_thread(
+                    cgroups.remove, self._memory / f"{cgroups.PREFIX}{sandbox_id}"
+                )
 
     async def close(self) -> None:
-        """Stop every process of this provider's sandboxes; their folders stay."""
+        """Stop every process of this provider's sandboxes; their folders stay (their
+        cgroups, empty now, go: an attach makes them again)."""
         self._closed = True
-        await asyncio.gather(*(sb.stop_all() for sb in list(self._sandboxes.values())))
+        sandboxes = list(self._sandboxes.values())
+        await asyncio.gather(*(sb.stop_all() for sb in sandboxes))
+        for cgroup in filter(None, (sb.cgroup for sb in sandboxes)):
+            await asyncio.to_thread(cgroups.remove, cgroup)
 
     # -- internals --
 
@@ -130,6 +147,12 @@ class LocalProvider:
             python_kernel=self._python_kernel,
             attached=attached,
         )
+
+    async def _cgroup(self, sandbox_id: str, uid: int | None) -> Path | None:
+        if self._memory is None:
+            return None
+        limit = self.limits.sandbox_memory_bytes
+        return await asyncio.to_thread(cgroups.make, self._memory, sandbox_id, limit, uid)
 
     def _make_home(self, home: Path, spec: SandboxSpec) -> int | None:
         """Make the sandbox's folders, owned by the uid it will run as (returned)."""

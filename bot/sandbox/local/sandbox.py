@@ -27,6 +27,7 @@ from bot.sandbox.base import (
     upload_path,
 )
 from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
+from bot.sandbox.local import cgroups
 from bot.sandbox.local.bwrap import Container, Launcher
 from bot.sandbox.local.fileops import (
     DOWNLOAD_SH,
@@ -80,6 +81,7 @@ class LocalSandbox:
         self._destroyed = False
         self._stopped = False
         self.uid: int | None = launcher.uids if isinstance(launcher.uids, int) else None
+        self.cgroup: Path | None = None  # its memory cgroup, if the host offers one
         folders = [home / name for name in QUOTA_FOLDERS]
         limits = self._limits
         self._quota = DiskQuota(folders, limits.disk_bytes, self.stop_all, limits.max_files)
@@ -243,6 +245,8 @@ class LocalSandbox:
         try:
             await self.stop_all()
             await asyncio.to_thread(remove_tree, self._home)
+            if self.cgroup is not None:
+                await asyncio.to_thread(cgroups.remove, self.cgroup)
         finally:
             self._forget(self.id)
             if not self._stopped:
@@ -300,6 +304,7 @@ class LocalSandbox:
                 stdout=stdout,
                 cpu_limit=cpu_limit,
                 uid=self.uid,
+                cgroup=self.cgroup,
             )
         except BaseException:
             await asyncio.to_thread(remove_tree, scratch)
