@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     sandbox_root: Path = Path("/tmp/slack-code-interpreter/sandboxes")
     sandbox_tag: str = "slack-code-interpreter"
     sandbox_disk_bytes: int = Field(default=5 << 30, gt=0)  # a local session's files, at most
+    sandbox_max_files: int = Field(default=200_000, gt=0)  # and their inodes, at most
+    sandbox_memory_bytes: int = Field(default=8 << 30, gt=0)  # all of a local sandbox's memory
+    sandbox_max_commands: int = Field(default=8, gt=0)  # detached commands at once, per sandbox
+    max_sandboxes: int = Field(default=32, gt=0)  # live local sandboxes per bot process
+    sandbox_wait_s: float = Field(default=120, ge=0)  # a new one waits this long for a slot
     spool_dir: Path = Path("/tmp/slack-code-interpreter/spool")  # files on their way in
 
     buddy_token: SecretStr | None = None
