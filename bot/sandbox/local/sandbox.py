@@ -99,14 +99,14 @@ class LocalSandbox:
         unseen, self._quota.unseen = self._quota.unseen, False
         async with self._quota.watching() as watch:
             result = await self._run_code(language, code, timeout_s)
+        # stopped between calls (a thread a cell left writing, say): said even if this call
+        # was stopped too (the writes of the killed processes may still have been landing)
+        earlier = f"Since the last call: {self._quota.note()}" if unseen else ""
         if watch.fired:
-            note = self._quota.note()
+            note = " ".join(filter(None, [earlier, self._quota.note()]))
             return dataclasses.replace(result, status="killed", exit_code=None, note=note)
-        if unseen:  # stopped between calls (a thread a cell left writing, say)
-            note = " ".join(
-                filter(None, [f"Since the last call: {self._quota.note()}", result.note])
-            )
-            return dataclasses.replace(result, note=note)
+        if unseen:
+            return dataclasses.replace(result, note=" ".join(filter(None, [earlier, result.note])))
         return result
 
     async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
