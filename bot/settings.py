@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
     allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone
     allow_dms: bool = True
+    # Stop: true lets anyone allowed to use the bot stop a run; false, only its asker.
+    stop_by_anyone: bool = False
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any

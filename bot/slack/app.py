@@ -29,7 +29,7 @@ from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
-from bot.slack.handlers import SlackBot
+from bot.slack.handlers import Click, SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
@@ -128,22 +128,19 @@ def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | 
     @app.action(STOP_ACTION)
     async def stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        user = body.get("user", {}).get("id", "")
-        channel = body.get("channel", {}).get("id", "")
-        message = body.get("message") or {}
-        thread_ts = message.get("thread_ts") or message.get("ts")
-        await bot.on_stop(action.get("value", ""), user, channel, thread_ts)
+        click = Click.of(body)
+        await bot.on_stop(action.get("value", ""), click.user, click.channel, click.thread_ts)
 
     @app.action(CONTINUE_ACTION)
     async def go_on(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        await bot.on_continue(action.get("value", ""), body.get("user", {}).get("id", ""))
+        await bot.on_continue(action.get("value", ""), Click.of(body))
 
     @app.action(FEEDBACK_ACTION)
     async def feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        user = body.get("user", {}).get("id", "")
-        await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), user)
+        click = Click.of(body)
+        await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), click)
 
     return app
 
