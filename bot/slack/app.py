@@ -115,7 +115,9 @@ def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | 
     @app.command("/analyze")
     async def analyze(ack: Any, command: dict[str, Any]) -> None:
         error = await bot.on_analyze(command)
-        await (ack(text=error, response_type="ephemeral") if error else ack())
+        # the ack goes out through Bolt, not the poster: it is cleaned here
+        said = bot.poster.clean.text(error) if error else None
+        await (ack(text=said, response_type="ephemeral") if said else ack())
 
     @app.event("app_home_opened")
     async def home_opened(event: dict[str, Any]) -> None:
