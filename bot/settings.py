@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # Origins besides Slack's own a file download may be redirected to, without the token:
+    # a test stand-in for Slack's CDN (comma-separated, e.g. http://127.0.0.2:8002). Empty:
+    # Slack's https hosts only.
+    slack_cdn_origins: str = ""
     # agent: thread status and one streamed message per run; classic: a message per step
     slack_ui: Literal["agent", "classic"] = "agent"
 

@@ -217,7 +217,8 @@ async def serve(
         rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
-    files = SlackFiles(bot_token, settings.slack_api_url, http, client)
+    cdn = Settings.id_list(settings.slack_cdn_origins)
+    files = SlackFiles(bot_token, settings.slack_api_url, http, client, cdn_origins=cdn)
 
     async def asker(run_id: str) -> str:
         run = await store.get_run(run_id)
