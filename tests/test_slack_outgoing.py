@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.scrub import REDACTED, Scrubber
 from bot.slack.markdown_split import PIECE_MAX
 from bot.slack.outgoing import Outgoing
 from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_outgoing import broadcasts
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
@@ -121,3 +123,18 @@ async def test_a_secret_across_a_cut_in_a_long_answer_is_caught(
         assert "a" * 100 in str(h.slack.calls_to("chat.stopStream")[0].args)  # streamed
     for piece in (secret[:8], secret[-8:], secret[4:12]):
         assert piece not in traffic
+
+
+async def test_the_fake_records_broadcasts_and_unfurling_posts(no_proxy: None) -> None:
+    async with FakeSlack() as slack:
+        client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
+        await client.chat_postMessage(channel=CHANNEL, text="quiet", unfurl_links=False)
+        await client.chat_postMessage(
+            channel=CHANNEL,
+            text="loud",
+            blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "<!here> hi"}}],
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+    assert slack.outgoing.broadcasts == [("chat.postMessage", "<!here")]
+    assert slack.outgoing.unfurled == ["chat.postMessage"]  # the first left media on
