@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # Origins besides Slack's own a file download may be redirected to, without the token:
+    # a test stand-in for Slack's CDN (comma-separated, e.g. http://127.0.0.2:8002). Empty:
+    # Slack's https hosts only.
+    slack_cdn_origins: str = ""
     # agent: thread status and one streamed message per run; classic: a message per step
     slack_ui: Literal["agent", "classic"] = "agent"
 
@@ -81,6 +85,8 @@ class Settings(BaseSettings):
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
     allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone
     allow_dms: bool = True
+    # Stop: true lets anyone allowed to use the bot stop a run; false, only its asker.
+    stop_by_anyone: bool = False
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any

@@ -132,8 +132,9 @@ async def test_budgets_and_continue_allowances_live_in_the_store(sandbox_root: P
         assert await (await engine.ask(KEY, "second", user="U1")) is None
         spent = views.of(BudgetSpent)[0]
         assert spent.scope == "thread" and spent.continue_usd == 1.0
-        continued = await engine.continue_run(KEY, "U1")
+        continued = await engine.continue_run(KEY, "U1", "run:r1")
         assert continued is not None and isinstance(await continued, RunFinished)
+        assert await engine.continue_run(KEY, "U2", "run:r1") is None  # that button is used
         assert len(fake.requests) == 2
         session = await store.get_session(KEY)
     assert session is not None and session.granted_usd == 1.0
