@@ -189,7 +189,7 @@ async def test_sandboxes_over_the_cap_wait_for_a_slot(sandbox_root: Path) -> Non
     first = await provider.create(SandboxSpec(session_key="first"))
     waiting = asyncio.create_task(provider.create(SandboxSpec(session_key="second")))
     try:
-        assert await eventually(lambda: provider.slots.waiting == 1, within=30)
+        assert await eventually(lambda: len(provider.slots.waiting) == 1, within=30)
         assert not waiting.done()
         await first.destroy()
         second = await waiting
@@ -379,7 +379,7 @@ async def test_a_free_slot_is_taken_at_once_even_without_waiting(sandbox_root: P
     provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0)
     sandbox = await provider.create(SandboxSpec(session_key="first"))
     try:
-        assert provider.slots.waiting == 0
+        assert provider.slots.waiting == []
     finally:
         await sandbox.destroy()
         await provider.close()

@@ -31,7 +31,7 @@ from bot.sandbox.base import (
     SandboxProvider,
     SandboxSpec,
 )
-from bot.sessions.events import Outputs
+from bot.sessions.events import Outputs, SandboxWaiting
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
 from bot.sessions.notes import STOPPED, fresh_sandbox, not_posted
@@ -79,6 +79,7 @@ class Session:
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
         self._background: asyncio.Task[None] | None = None
+        self._reporter: Reporter | None = None  # the run's, while one goes
 
     @property
     def files(self) -> list[DataFile]:
@@ -115,6 +116,7 @@ class Session:
         """The sandbox, once it exists and every file queued for it has arrived."""
         self.start()
         assert self._sandbox_task is not None
+        await self._tell_if_held_back(self._sandbox_task)
         sandbox = await asyncio.shield(self._sandbox_task)
         while self._uploads:
             pending = list(self._uploads)
@@ -123,6 +125,14 @@ class Session:
             finally:
                 self._uploads = [task for task in self._uploads if not task.done()]
         return sandbox
+
+    async def _tell_if_held_back(self, task: asyncio.Task[Sandbox]) -> None:
+        """A new sandbox waiting for one of the MAX_SANDBOXES slots: the run says so, once."""
+        while self._reporter is not None and not task.done():
+            if held_back := self._provider.waiting_for_slot(self.key):
+                await self._reporter(SandboxWaiting(held_back))  # type: ignore[arg-type]
+                return
+            await asyncio.wait({task}, timeout=0.25)
 
     @property
     def sandbox_id(self) -> str | None:
@@ -194,7 +204,11 @@ class Session:
             await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
-            return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
+            self._reporter = reporter
+            try:
+                return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
+            finally:
+                self._reporter = None
 
     async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
         """report.md (if written), then each file in out/: (safe name, byte stream). Links

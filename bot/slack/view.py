@@ -23,6 +23,7 @@ from bot.sessions.events import (
     RunStarted,
     RunStopped,
     SandboxSuspended,
+    SandboxWaiting,
     SessionEvent,
     ThreadView,
     ViewFor,
@@ -63,6 +64,10 @@ IDLE_NOTE = (
 STOPPED_NOTE = (
     ":zzz: This thread was quiet, so its sandbox was stopped; its files are kept for "
     "{kept}. Write here again to pick up where we left off."
+)
+WAITING_NOTE = (
+    ":hourglass_flowing_sand: All {limit} sandboxes this bot may run at once are in use, so "
+    "this question waits its turn; it goes on as soon as one is free (Stop cancels it)."
 )
 
 
@@ -174,6 +179,8 @@ class SlackView:
             case BudgetSpent():
                 await self._release_held()
                 await self._budget_spent(event)
+            case SandboxWaiting(limit=limit):
+                await self._say(WAITING_NOTE.format(limit=limit))
             case SandboxSuspended(kept_s=kept_s):
                 await self._say(STOPPED_NOTE.format(kept=_span(kept_s)) if kept_s else IDLE_NOTE)
             case RunFinished():

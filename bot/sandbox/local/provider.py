@@ -82,7 +82,7 @@ class LocalProvider:
             raise SandboxUnavailable("the local sandbox provider is closed")
         sandbox_id = ID_PREFIX + secrets.token_hex(6)
         home = self.root / sandbox_id
-        await self.slots.take()
+        await self.slots.take(spec.session_key)
         sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
         try:
             sandbox.uid = await asyncio.to_thread(self._make_home, home, spec)
@@ -96,6 +96,9 @@ class LocalProvider:
             await sandbox.destroy()
             raise
         return sandbox
+
+    def waiting_for_slot(self, session_key: str) -> int:
+        return self.slots.holds_back(session_key)
 
     async def attach(self, sandbox_id: str) -> LocalSandbox | None:
         """A sandbox left by an earlier process: its folder is all there is to it."""
