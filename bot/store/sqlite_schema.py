@@ -134,6 +134,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX feedback_by_run ON feedback (run_id);
     """,
+    # 7: each thread's newest fencing token (Store.fence); a thread without a row has none.
+    """
+    CREATE TABLE fences (
+        key   TEXT PRIMARY KEY,
+        token INTEGER NOT NULL
+    );
+    """,
 )
 
 
