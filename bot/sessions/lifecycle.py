@@ -74,13 +74,15 @@ class Lifecycle:
         # until the thread is used again)
         self._stopped: dict[str, float] = {}
 
-    async def attach(self, record: SessionRecord) -> Sandbox | None:
+    async def attach(self, record: SessionRecord, token: int | None = None) -> Sandbox | None:
         """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
         if record.state != "active" or not record.sandbox_id:
             return None
         sandbox = await self._provider.attach(record.sandbox_id)
         if sandbox is None:
-            await self._store.update_session(record.key, sandbox_id=None, state="closed")
+            await self._store.update_session(
+                record.key, sandbox_id=None, state="closed", token=token
+            )
         return sandbox
 
     async def restore(self) -> list[RunRecord]:
@@ -160,7 +162,9 @@ class Lifecycle:
         if thread.session.sandbox_id is not None and key not in self._stopped:
             return  # its sandbox still runs: a failed teardown, tried again next pass
         del self._threads[key]
-        await self._store.update_session(key, last_activity=thread.last_activity)
+        await self._store.update_session(
+            key, last_activity=thread.last_activity, token=thread.token
+        )
         await thread.session.close(destroy=False)
         # With replicas its lease goes too, so any replica may reap or serve it next.
         await self.release(key)
@@ -183,6 +187,8 @@ class Lifecycle:
         if not held and not await self.claim(run.key):
             return False  # another replica runs it, or will end it
         try:
+            if not held:  # taken over: whoever held it before may write no more
+                await self._store.fence(run.key)
             await self._store.end_run(run.run_id, "interrupted", now)
             log.warning("ended run %s of %s, left in flight, as interrupted", run.run_id, run.key)
             return True
