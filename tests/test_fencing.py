@@ -1,0 +1,88 @@
+"""Fenced leases across real replicas: one frozen (SIGSTOP) past its lease mid-run, and
+thawed after another replica took its thread over, writes nothing more for the thread and
+posts nothing; the thread is answered by its new owner, once per question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from bot.store.redis_keys import Keys
+from bot.store.redis_store import RedisStore
+from tests.replicas import Replicas, answers, replicas, script
+from tests.slack_harness import CHANNEL
+from tests.test_replicas import INTERRUPTED, ask, mention, steps
+
+LEASE_S = 3  # short, so the frozen replica's lease lapses soon; renewed every second
+STOPPED_HERE = "taken over by another replica; stopping here"
+
+
+async def written(r: Replicas, key: str) -> dict[str, Any]:
+    """All the store holds for the thread, and its runs, as raw Redis values."""
+    keys = Keys()
+    redis = Redis.from_url(r.redis.url, decode_responses=True)
+    store = RedisStore(r.redis.url)
+    await store.open()
+    try:
+        runs = [await redis.hgetall(k) async for k in redis.scan_iter(keys.run("*"))]
+        return {
+            "session": await redis.hgetall(keys.session(key)),
+            "history": await store.load_history(key),
+            "files": await redis.lrange(keys.files(key), 0, -1),
+            "turns": await redis.lrange(keys.turns(key), 0, -1),
+            "tool_calls": await redis.lrange(keys.tool_calls(key), 0, -1),
+            "runs": sorted(runs, key=lambda run: run["run_id"]),
+            "in_flight": await redis.zrange(keys.in_flight, 0, -1),
+        }
+    finally:
+        await store.close()
+        await redis.aclose()
+
+
+async def test_a_replica_paused_past_its_lease_writes_nothing_after_the_take_over(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with replicas(script, sandbox_root, monkeypatch, replica_lease_s=LEASE_S) as r:
+        thread, owner = await mention(r, "note before")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
+        key = await only_session_key(r)
+        await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread, connection=owner)
+        await r.h.slack.wait_for(lambda: steps(r, thread) >= 2, 30)  # the 4 s step runs
+        r.pause(owner)
+        await r.h.wait_for_text(thread, INTERRUPTED, timeout=45)  # the survivor's take-over
+        survivor = 1 - owner
+        await ask(r, thread, "read", to=survivor)
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+        await r.idle()  # the new owner's run ended
+        before = await written(r, key)
+        r.resume(owner)
+        # Its step ends, and with fencing its next write is refused; without, it answers.
+        await r.h.slack.wait_for(
+            lambda: STOPPED_HERE in r.log(owner) or len(answers(r, thread)) > 2, 60
+        )
+        after = await written(r, key)
+        await ask(r, thread, "hello", to=owner)  # passed on to the new owner
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 3, 60)
+        stale_log, new_log = r.log(owner), r.log(survivor)
+
+    assert after == before  # nothing of the thawed replica landed
+    said = answers(r, thread)
+    assert "note before" in said[1]  # the take-over's answer, in the same sandbox
+    assert said[2].endswith("to: hello") and len(said) == 3  # no answer from the stale run
+    assert stale_log.count(STOPPED_HERE) == 1
+    assert STOPPED_HERE not in new_log
+    assert "Traceback" not in stale_log
+    texts = r.h.texts(thread)
+    assert texts.count(":warning:") == 1 and INTERRUPTED in texts  # told once, by the new owner
+
+
+async def only_session_key(r: Replicas) -> str:
+    store = RedisStore(r.redis.url)
+    await store.open()
+    try:
+        (record,) = await store.list_sessions()
+        return record.key
+    finally:
+        await store.close()
