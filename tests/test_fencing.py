@@ -1,22 +1,62 @@
-"""Fenced leases across real replicas: one frozen (SIGSTOP) past its lease mid-run, and
-thawed after another replica took its thread over, writes nothing more for the thread and
-posts nothing; the thread is answered by its new owner, once per question."""
+"""Fenced leases: a run whose write is refused (its thread was taken over) stops without a
+word; across real replicas, one frozen (SIGSTOP) past its lease mid-run and thawed after
+another replica took its thread over writes nothing more for the thread and posts nothing,
+and the thread is answered by its new owner, once per question.
+The store's own refusals are in tests/test_store.py, on both backends."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
+from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
+from bot.sessions.events import RunStarted
 from bot.store.redis_keys import Keys
 from bot.store.redis_store import RedisStore
+from bot.store.sqlite import SqliteStore
+from tests.fakes.anthropic_api import Reply, text, tool_use
 from tests.replicas import Replicas, answers, replicas, script
 from tests.slack_harness import CHANNEL
+from tests.test_engine import KEY, engine_on
 from tests.test_replicas import INTERRUPTED, ask, mention, steps
 
 LEASE_S = 3  # short, so the frozen replica's lease lapses soon; renewed every second
 STOPPED_HERE = "taken over by another replica; stopping here"
+
+
+async def test_a_run_whose_write_is_refused_stops_quietly_and_lets_go(
+    sandbox_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def script(req):
+        if req.turn == 0:
+            return Reply([tool_use("run_code", {"language": "bash", "code": "sleep 1"})])
+        return Reply([text("should not get here")])
+
+    async with engine_on(script, sandbox_root) as (engine, views, store, fake):
+        await engine.adopt(KEY)  # as a replica does when it takes a thread: its first token
+        done = await engine.ask(KEY, "wait", user="U1")
+        started = await views.wait_for(RunStarted)
+        await views.wait_for(ToolCallStarted)
+        elsewhere = SqliteStore(store.path)  # another owner takes the thread over meanwhile
+        await elsewhere.open()
+        await elsewhere.fence(KEY)
+        await elsewhere.close()
+        assert await done is None
+        in_memory = engine.threads_in_memory
+        run = await store.get_run(started.run_id)
+        calls = await store.tool_calls(KEY)
+
+    assert views.of(RunFinished) == [] and views.of(RunFailed) == []  # nothing told
+    assert len(fake.requests) == 1  # no model turn after the refusal
+    assert in_memory == 0  # the stale copy is dropped
+    assert run is not None and run.outcome is None  # its end is the new owner's to write
+    assert calls == []  # the refused write: the tool call's record
+    refused = [r for r in caplog.records if STOPPED_HERE in r.getMessage()]
+    assert len(refused) == 1 and refused[0].levelno == logging.WARNING
 
 
 async def written(r: Replicas, key: str) -> dict[str, Any]:
