@@ -6,6 +6,7 @@ The store's own refusals are in tests/test_store.py, on both backends."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,15 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
+from bot.compose import Runtime
 from bot.sessions.events import RunStarted
 from bot.store.redis_keys import Keys
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import Reply, text, tool_use
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.replicas import Replicas, answers, replicas, script
 from tests.slack_harness import CHANNEL
+from tests.support import Recorder, file_chunks, settings_for
 from tests.test_engine import KEY, engine_on
 from tests.test_replicas import INTERRUPTED, ask, mention, steps
 
@@ -57,6 +60,38 @@ async def test_a_run_whose_write_is_refused_stops_quietly_and_lets_go(
     assert calls == []  # the refused write: the tool call's record
     refused = [r for r in caplog.records if STOPPED_HERE in r.getMessage()]
     assert len(refused) == 1 and refused[0].levelno == logging.WARNING
+
+
+async def test_the_reaper_leaves_the_sandbox_of_a_thread_taken_over(sandbox_root: Path) -> None:
+    async with FakeAnthropic(lambda req: Reply([text("hi")])) as fake:
+        settings = settings_for(fake.base_url, sandbox_root, session_idle_timeout=0.05)
+        runtime = Runtime.from_settings(settings)
+        store = SqliteStore(sandbox_root / "reap.db")
+        await store.open()
+        engine = runtime.engine(store, lambda key: Recorder(), lambda source: file_chunks)
+        try:
+            await engine.adopt(KEY)
+            assert isinstance(await (await engine.ask(KEY, "hello", user="U1")), RunFinished)
+            sandbox_id = engine.sandbox_id(KEY)
+            elsewhere = SqliteStore(store.path)
+            await elsewhere.open()
+            await elsewhere.fence(KEY)  # another owner took the thread and uses its sandbox
+            await elsewhere.close()
+            reaped: list[str] = []
+            async with asyncio.timeout(20):
+                while engine.threads_in_memory:  # once quiet past the idle timeout
+                    reaped += await engine.lifecycle.reap()
+                    await asyncio.sleep(0.02)
+            record = await store.get_session(KEY)
+            sandbox = await runtime.provider.attach(sandbox_id)  # type: ignore[arg-type]
+        finally:
+            await engine.shutdown(0)
+            await runtime.close()
+            await store.close()
+
+    assert reaped == []  # the stale copy left memory without reaping anything
+    assert sandbox is not None  # the new owner's sandbox still runs
+    assert record is not None and record.state == "active" and record.sandbox_id == sandbox_id
 
 
 async def written(r: Replicas, key: str) -> dict[str, Any]:

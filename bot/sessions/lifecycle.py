@@ -20,7 +20,7 @@ from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider
 from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
 from bot.sessions.thread import Thread
-from bot.store.base import RunRecord, SessionRecord, Store
+from bot.store.base import Fenced, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,8 @@ class Lifecycle:
                 continue
             if thread is None and not await self.claim(key):
                 continue  # another replica holds it
+            if thread is not None and not await self._still_ours(key, thread):
+                continue
             try:
                 if await self._reap_one(record, thread, now, last):
                     reaped.append(key)
@@ -153,6 +155,22 @@ class Lifecycle:
             if thread is not None:
                 await self._drop(key, thread)
         return reaped
+
+    async def _still_ours(self, key: str, thread: Thread) -> bool:
+        """Whether the store still takes this copy's writes (with replicas, one held here may
+        have been taken over while this process was cut off). A stale copy leaves memory
+        untouched: its sandbox is the new owner's now, not this reaper's to shut down."""
+        if thread.token is None:
+            return True  # nothing to fence: one process alone
+        try:
+            await self._store.update_session(key, token=thread.token)  # the check alone
+            return True
+        except Fenced:
+            log.warning("thread %s: taken over by another replica; dropped here", key)
+            if self._threads.get(key) is thread:
+                del self._threads[key]
+            await thread.session.close(destroy=False)
+            return False
 
     async def _drop(self, key: str, thread: Thread) -> None:
         """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
