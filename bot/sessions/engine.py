@@ -278,8 +278,8 @@ class Engine:
                 self._execute(thread.session, question, report, allowance, run_id)
             )
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
-            if isinstance(fenced := _fenced(thread.current), Fenced):
-                raise fenced  # its new owner has ended the run: nothing more to write here
+            if _refused(thread.current):  # its new owner ends the run: nothing to write here
+                raise thread.current.exception()  # type: ignore[misc]
             result, outcome = _outcome(thread.current, self.accepting)
             await self._end_run(run_id, outcome, thread.token)
         finally:
@@ -338,8 +338,9 @@ class Engine:
             return failed
 
 
-def _fenced(task: asyncio.Task[RunResult]) -> BaseException | None:
-    return None if task.cancelled() else task.exception()
+def _refused(task: asyncio.Task[RunResult]) -> bool:
+    """Whether the run ended on a write the store refused (its thread was taken over)."""
+    return not task.cancelled() and isinstance(task.exception(), Fenced)
 
 
 def _outcome(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResult, RunOutcome]:
