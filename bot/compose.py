@@ -54,7 +54,7 @@ def build_provider(settings: Settings) -> SandboxProvider:
 def build_coordinator(settings: Settings) -> Coordinator:
     """How this process shares the work: with replicas over Redis, or alone."""
     if settings.redis_url:
-        return RedisCoordinator(settings.redis_url)
+        return RedisCoordinator(settings.redis_url, lease_s=settings.replica_lease_s)
     return LocalCoordinator()
 
 

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     sandbox_network: bool = False  # model-written code may reach the network (Buddy only)
     store_path: Path = Path("sessions.db")  # SQLite: sessions, history, files, audit
     redis_url: str | None = None  # set: the store is this Redis, shared by replicas
+    # With replicas: a thread's lease lapses this long after its holder last renewed it (it
+    # died, or was cut off); another replica may then take the thread over.
+    replica_lease_s: float = Field(default=15, ge=1)
     shutdown_grace_s: float = Field(default=20, ge=0)  # inside a platform's usual 30 s
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
     allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone

@@ -99,6 +99,13 @@ class Replicas:
         self.procs[index].send_signal(signal.SIGKILL)
         await self.procs[index].wait()
 
+    def pause(self, index: int) -> None:
+        """Freeze the process (SIGSTOP): its connections stay open, nothing of it runs."""
+        self.procs[index].send_signal(signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        self.procs[index].send_signal(signal.SIGCONT)
+
     async def term(self, index: int) -> int:
         self.procs[index].send_signal(signal.SIGTERM)
         return await asyncio.wait_for(self.procs[index].wait(), 60)
@@ -106,6 +113,7 @@ class Replicas:
     async def stop_all(self) -> None:
         for proc in self.procs:
             if proc.returncode is None:
+                proc.send_signal(signal.SIGCONT)  # a paused one would not see the SIGTERM
                 proc.send_signal(signal.SIGTERM)
         for proc in self.procs:
             with contextlib.suppress(TimeoutError):

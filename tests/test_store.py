@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import (
+    Fenced,
     FileRecord,
     NotFound,
     SessionRecord,
@@ -345,6 +346,85 @@ async def test_writes_about_unknown_sessions_or_runs_raise(store: Store) -> None
     assert await store.spent() == 0.0
 
 
+# Fencing: a thread's writes carry its owner's token; an older one is refused.
+
+
+async def fenced_writes(store: Store, key: str, token: int | None, n: int) -> None:
+    """Every write a thread's owner makes, each carrying `token`; `n` tells them apart."""
+    run_id = f"run-{n}"
+    await store.update_session(key, last_activity=float(n), token=token)
+    await store.save_history(key, [{"role": "user", "content": f"q{n}"}], token=token)
+    await store.add_file(key, file_record(n), token=token)
+    await store.start_run(key, run_id, f"q{n}", float(n), token=token)
+    await store.add_turn(key, run_id, {"input_tokens": n}, 0.5, float(n), token=token)
+    await store.add_tool_call(key, tool_call(run_id, n), token=token)
+    await store.take_queued(key, token=token)
+    await store.end_run(run_id, "finished", float(n), token=token)
+
+
+async def test_a_stale_fencing_token_is_refused_and_the_current_one_accepted(
+    new_store: Callable[[], Store],
+) -> None:
+    old, new = new_store(), new_store()  # two replicas
+    await old.open()
+    await new.open()
+    try:
+        key = session().key
+        await old.save_session(session())
+        stale = await old.fence(key)
+        await fenced_writes(old, key, stale, 1)
+        current = await new.fence(key)  # the thread changed hands
+        assert current > stale
+        await old.start_run(key, "run-late", "q", 2.0, token=current)  # for the writes below
+        await old.enqueue(key, "waiting", "U1", 2.0)
+        refused = [
+            old.update_session(key, last_activity=9.0, token=stale),
+            old.save_history(key, [], token=stale),
+            old.add_file(key, file_record(9), token=stale),
+            old.start_run(key, "run-9", "q", 9.0, token=stale),
+            old.add_turn(key, "run-late", {"input_tokens": 9}, 9.0, 9.0, token=stale),
+            old.add_tool_call(key, tool_call("run-late", 9), token=stale),
+            old.take_queued(key, token=stale),
+            old.end_run("run-late", "failed", 9.0, token=stale),
+        ]
+        for write in refused:
+            with pytest.raises(Fenced):
+                await write
+        # Nothing of the stale writes landed; the current owner's do.
+        assert (await new.get_session(key)).last_activity == 1.0  # type: ignore[union-attr]
+        assert await new.load_history(key) == [{"role": "user", "content": "q1"}]
+        assert await new.files(key) == [file_record(1)]
+        assert await new.get_run("run-9") is None
+        assert await new.tool_calls(key) == [tool_call("run-1", 1)]
+        assert await new.spent(key=key) == 0.5
+        assert (await new.get_run("run-late")).outcome is None  # type: ignore[union-attr]
+        await fenced_writes(new, key, current, 2)
+        assert [q.question for q in await new.take_queued(key, token=current)] == []
+        assert (await new.get_run("run-2")).outcome == "finished"  # type: ignore[union-attr]
+        assert await new.load_history(key) == [{"role": "user", "content": "q2"}]
+    finally:
+        await old.close()
+        await new.close()
+
+
+async def test_tokens_count_up_per_thread_and_no_token_is_not_checked(store: Store) -> None:
+    await store.save_session(session("T:C:1"))
+    await store.save_session(session("T:C:2"))
+    tokens = [await store.fence("T:C:1") for _ in range(3)]
+    assert tokens == sorted(set(tokens))
+    other = await store.fence("T:C:2")  # another thread's token says nothing about this one
+    await fenced_writes(store, "T:C:2", other, 1)
+    with pytest.raises(Fenced):
+        await store.save_history("T:C:1", [], token=tokens[0])
+    with pytest.raises(Fenced):
+        await store.save_history("T:C:1", [], token=other + 1000)  # newer than any: not its
+    await fenced_writes(store, "T:C:1", None, 2)  # one process alone: unfenced writes
+    await fenced_writes(store, "T:C:1", tokens[-1], 3)
+    await store.save_session(session("T:C:3"))
+    with pytest.raises(Fenced):  # a thread never fenced refuses any token
+        await store.save_history("T:C:3", [], token=1)
+
+
 async def test_bad_values_are_refused(store: Store) -> None:
     await store.save_session(session())
     await store.start_run(session().key, "r1", "q", at=1.0)
@@ -604,7 +684,7 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         assert schema_version(conn) == len(MIGRATIONS)
         assert tables(conn) == {
             "sessions", "history", "files", "runs", "turns", "tool_calls", "queue", "feedback",
-            "continues",
+            "continues", "fences",
             "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()

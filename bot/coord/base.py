@@ -13,12 +13,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-LEASE_S = 15.0  # a dead replica's threads and jobs are free again within this
+LEASE_S = 15.0  # by default a dead replica's threads and jobs are free again within this
 Inbox = Callable[[dict[str, Any]], Awaitable[None]]  # a message passed on by another replica
 
 
 class Coordinator(Protocol):
     replica: str  # this process's name among the replicas
+    lease_s: float  # a lease lapses this long after its holder last renewed it
 
     async def open(self, inbox: Inbox) -> None:
         """Start: messages for this replica go to `inbox`."""
@@ -74,6 +75,7 @@ class LocalCoordinator:
     """One process: it owns every thread and runs every job."""
 
     replica = "local"
+    lease_s = LEASE_S
 
     def __init__(self) -> None:
         self._seen = Seen()

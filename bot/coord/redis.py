@@ -21,8 +21,7 @@ from bot.store.redis_keys import Keys
 
 log = logging.getLogger(__name__)
 
-LEASE_MS = int(LEASE_S * 1000)
-RENEW_S = 5.0
+RENEWS_PER_LEASE = 3  # a renewal may be lost twice in a row before the lease lapses
 SEEN_S = 3600  # Slack redelivers within minutes
 # Renew or drop a lease only while it is still ours.
 RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"  # noqa: E501
@@ -42,8 +41,10 @@ return 1
 
 
 class RedisCoordinator:
-    def __init__(self, url: str, prefix: str = "sci:") -> None:
+    def __init__(self, url: str, prefix: str = "sci:", lease_s: float = LEASE_S) -> None:
         self.url = url
+        self.lease_s = lease_s
+        self._lease_ms = int(lease_s * 1000)
         self.replica = f"{socket.gethostname()}-{secrets.token_hex(3)}"
         self._prefix = prefix
         self._redis: Redis | None = None
@@ -74,7 +75,7 @@ class RedisCoordinator:
 
     async def claim(self, key: str) -> tuple[str, bool]:
         lease = self._lease("thread", key)
-        if await self._r.set(lease, self.replica, nx=True, px=LEASE_MS):
+        if await self._take(lease):
             self._held.add(lease)
             return self.replica, True
         holder = await self._r.get(lease)
@@ -91,7 +92,7 @@ class RedisCoordinator:
 
     async def take_from(self, key: str, owner: str) -> bool:
         lease = self._lease("thread", key)
-        if await self._r.eval(TAKE, 1, lease, owner, self.replica, LEASE_MS):
+        if await self._r.eval(TAKE, 1, lease, owner, self.replica, self._lease_ms):
             self._held.add(lease)
             return True
         return False
@@ -109,7 +110,7 @@ class RedisCoordinator:
 
     async def job(self, name: str) -> bool:
         lease = self._lease("job", name)
-        if lease in self._held or await self._r.set(lease, self.replica, nx=True, px=LEASE_MS):
+        if lease in self._held or await self._take(lease):
             self._held.add(lease)
             return True
         return False
@@ -122,6 +123,10 @@ class RedisCoordinator:
     def _r(self) -> Redis:
         assert self._redis is not None, "open() first"
         return self._redis
+
+    async def _take(self, lease: str) -> bool:
+        """Take a free lease."""
+        return bool(await self._r.set(lease, self.replica, nx=True, px=self._lease_ms))
 
     def _lease(self, kind: str, name: str) -> str:
         return f"{self._prefix}lease:{kind}:{name}"
@@ -140,10 +145,10 @@ class RedisCoordinator:
 
     async def _renew_forever(self) -> None:
         while True:
-            await asyncio.sleep(RENEW_S)
+            await asyncio.sleep(self.lease_s / RENEWS_PER_LEASE)
             for lease in list(self._held):
                 try:
-                    if not await self._r.eval(RENEW, 1, lease, self.replica, LEASE_MS):
+                    if not await self._r.eval(RENEW, 1, lease, self.replica, self._lease_ms):
                         self._held.discard(lease)  # lapsed (Redis was away): not ours now
                         log.warning("lost the lease %s", lease)
                 except RedisError as exc:

@@ -35,7 +35,7 @@ from bot.sessions.retry import Backoff
 from bot.sessions.run import Audit, ask_watching_sandbox, failure
 from bot.sessions.session import Intake, Session
 from bot.sessions.thread import RunResult, Thread
-from bot.store.base import FileRecord, RunOutcome, SessionRecord, Store
+from bot.store.base import Fenced, FileRecord, RunOutcome, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ class Engine:
         self._threads: dict[str, Thread] = {}
         self._end_retry = end_retry
         self._live_runs: set[str] = set()  # run ids whose task is alive in this process
+        # key -> the fencing token taken when this process last took the thread over; kept
+        # while the thread leaves memory (its lease may still be held here)
+        self._tokens: dict[str, int] = {}
         self.accepting = True
         self.lifecycle = Lifecycle(
             self._threads, self._load, store, sessions.provider, view_for,
@@ -91,7 +94,9 @@ class Engine:
         if start:
             thread.session.start()
         thread.last_activity = self._clock()
-        await self._store.update_session(key, last_activity=thread.last_activity)
+        await self._store.update_session(
+            key, last_activity=thread.last_activity, token=thread.token
+        )
         return thread.session
 
     def sandbox_id(self, key: str) -> str | None:
@@ -123,13 +128,14 @@ class Engine:
     ) -> DataFile:
         """Take a file into the thread's sandbox, with its data card; `source` says how to
         fetch it again."""
-        intake = await (await self._thread(key)).session.add_file(name, opener)
+        thread = await self._thread(key)
+        intake = await thread.session.add_file(name, opener)
         record = FileRecord(
             str(source.get("id", "")), name, intake.file.size, intake.sha256,
             intake.file.path, {**source, "header": intake.file.header},
             [card.to_dict() for card in intake.file.cards],
         )  # fmt: skip
-        await self._store.add_file(key, record)
+        await self._store.add_file(key, record, token=thread.token)
         return intake.file
 
     async def close(self, key: str, *, destroy: bool = True) -> None:
@@ -141,11 +147,14 @@ class Engine:
     async def adopt(self, key: str) -> None:
         """This process just took the thread over (with replicas: its lease was free, or
         its owner died): any copy held here is stale, and a run the store still has in
-        flight was cut by its dead owner, so it is ended as interrupted and the thread told."""
+        flight was cut by its dead owner, so it is ended as interrupted and the thread told.
+        First a new fencing token: from then on the store refuses the writes of any replica
+        that still thinks it owns the thread (one paused past its lease, say)."""
+        token = self._tokens[key] = await self._store.fence(key)
         await self.close(key, destroy=False)
         for run in await self._store.runs_in_flight():
             if run.key == key:
-                await self._store.end_run(run.run_id, "interrupted", self._clock())
+                await self._store.end_run(run.run_id, "interrupted", self._clock(), token=token)
                 await self._view_for(key)(RunInterrupted("restart"))
 
     # -- runs --
@@ -210,20 +219,22 @@ class Engine:
                 key, team, channel, thread_ts, None, "active", repo_url, now, now
             )
             await self._store.save_session(record)
+        token = self._tokens.get(key)  # this copy's writes carry it, even after a take-over
         session = self._sessions.new(
             key,
             record.repo_url,
             history=await self._store.load_history(key),
-            checkpoint=lambda history: self._store.save_history(key, history),
-            on_sandbox=lambda sandbox_id: self._sandbox_changed(key, sandbox_id),
+            checkpoint=lambda history: self._store.save_history(key, history, token=token),
+            on_sandbox=lambda sandbox_id: self._sandbox_changed(key, sandbox_id, token),
         )
         intakes = [self._intake(f) for f in await self._store.files(key)]
-        sandbox = await self.lifecycle.attach(record)
+        sandbox = await self.lifecycle.attach(record, token)
         if sandbox is not None:
             session.adopt(sandbox, intakes)
         elif intakes:
             session.remember(intakes)
-        return Thread(session, last_activity=record.last_activity if sandbox else now)
+        last = record.last_activity if sandbox else now
+        return Thread(session, last_activity=last, token=token)
 
     def _intake(self, file: FileRecord) -> Intake:
         header = str(file.source.get("header", ""))
@@ -231,19 +242,23 @@ class Engine:
         data = DataFile(file.sandbox_path, file.size, header, cards)
         return Intake(file.name, data, self._opener_for(file.source), file.sha256)
 
-    async def _sandbox_changed(self, key: str, sandbox_id: str | None) -> None:
+    async def _sandbox_changed(self, key: str, sandbox_id: str | None, token: int | None) -> None:
         state = "active" if sandbox_id else "idle"
-        await self._store.update_session(key, sandbox_id=sandbox_id, state=state)
+        await self._store.update_session(key, sandbox_id=sandbox_id, state=state, token=token)
 
     async def _work(self, key: str, thread: Thread) -> None:
         try:
-            while self.accepting and (queued := await self._store.take_queued(key)):
+            while self.accepting and (
+                queued := await self._store.take_queued(key, token=thread.token)
+            ):
                 question = "\n\n".join(q.question for q in queued)
                 result = await self._run(key, thread, question, queued[-1].user)
                 for q in queued:
                     waiter = thread.waiters.pop(q.id, None)
                     if waiter is not None and not waiter.done():
                         waiter.set_result(result)
+        except Fenced:
+            await self._let_go(key, thread)
         except Exception:
             log.exception("the worker of %s failed", key)
         finally:
@@ -259,30 +274,45 @@ class Engine:
             await view(allowance)
             return None
         run_id = secrets.token_hex(6)
-        await self._store.start_run(key, run_id, question, self._clock(), user)
+        await self._store.start_run(key, run_id, question, self._clock(), user, token=thread.token)
         self._live_runs.add(run_id)
-        report = Audit(self._store, key, run_id, view)
+        report = Audit(self._store, key, run_id, view, thread.token)
         thread.run_id = run_id
         try:
             thread.current = asyncio.create_task(
                 self._execute(thread.session, question, report, allowance, run_id)
             )
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
+            if _refused(thread.current):  # its new owner ends the run: nothing to write here
+                raise thread.current.exception()  # type: ignore[misc]
             result, outcome = _outcome(thread.current, self.accepting)
-            await self._end_run(run_id, outcome)
+            await self._end_run(run_id, outcome, thread.token)
         finally:
             self._live_runs.discard(run_id)
             thread.current = thread.run_id = None
             thread.last_activity = self._clock()
         return result
 
-    async def _end_run(self, run_id: str, outcome: RunOutcome) -> None:
+    async def _let_go(self, key: str, thread: Thread) -> None:
+        """A write for the thread was refused: another replica took it over while this one
+        was cut off (paused, or away from Redis, past its lease). Its run stops here without
+        a word to the thread (the new owner tells it), and this stale copy is dropped."""
+        log.warning("thread %s: taken over by another replica; stopping here", key)
+        if self._tokens.get(key) == thread.token:
+            del self._tokens[key]
+        if self._threads.get(key) is thread:
+            await self.close(key, destroy=False)  # the sandbox is the new owner's now
+        await self.lifecycle.release(key)  # if the lease is still ours (not likely)
+
+    async def _end_run(self, run_id: str, outcome: RunOutcome, token: int | None) -> None:
         """Record the run's end, retried through a store blip. If it still cannot be written
         the run stays in flight in the store; the reaper ends it (no task holds it here)."""
         for delay in self._end_retry.delays():
             try:
-                await self._store.end_run(run_id, outcome, self._clock())
+                await self._store.end_run(run_id, outcome, self._clock(), token=token)
                 return
+            except Fenced:
+                raise
             except Exception as exc:  # the store's own and its driver's errors alike
                 if delay is None:
                     log.error("could not record the end of run %s: %s", run_id, exc)
@@ -298,6 +328,8 @@ class Engine:
             result = await ask_watching_sandbox(session, question, report, budget)
             await report(OutputsReady(session.outputs))
             return result
+        except Fenced:
+            raise  # not a failure to tell: the thread is another replica's now
         except asyncio.CancelledError:
             if self.accepting:
                 run = await self._store.get_run(run_id)
@@ -309,6 +341,11 @@ class Engine:
             failed = failure(exc)
             await report(failed)
             return failed
+
+
+def _refused(task: asyncio.Task[RunResult]) -> bool:
+    """Whether the run ended on a write the store refused (its thread was taken over)."""
+    return not task.cancelled() and isinstance(task.exception(), Fenced)
 
 
 def _outcome(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResult, RunOutcome]:

@@ -20,7 +20,7 @@ from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider
 from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
 from bot.sessions.thread import Thread
-from bot.store.base import RunRecord, SessionRecord, Store
+from bot.store.base import Fenced, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,15 @@ class Lifecycle:
         # until the thread is used again)
         self._stopped: dict[str, float] = {}
 
-    async def attach(self, record: SessionRecord) -> Sandbox | None:
+    async def attach(self, record: SessionRecord, token: int | None = None) -> Sandbox | None:
         """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
         if record.state != "active" or not record.sandbox_id:
             return None
         sandbox = await self._provider.attach(record.sandbox_id)
         if sandbox is None:
-            await self._store.update_session(record.key, sandbox_id=None, state="closed")
+            await self._store.update_session(
+                record.key, sandbox_id=None, state="closed", token=token
+            )
         return sandbox
 
     async def restore(self) -> list[RunRecord]:
@@ -142,6 +144,8 @@ class Lifecycle:
                 continue
             if thread is None and not await self.claim(key):
                 continue  # another replica holds it
+            if thread is not None and not await self._still_ours(key, thread):
+                continue
             try:
                 if await self._reap_one(record, thread, now, last):
                     reaped.append(key)
@@ -152,6 +156,22 @@ class Lifecycle:
                 await self._drop(key, thread)
         return reaped
 
+    async def _still_ours(self, key: str, thread: Thread) -> bool:
+        """Whether the store still takes this copy's writes (with replicas, one held here may
+        have been taken over while this process was cut off). A stale copy leaves memory
+        untouched: its sandbox is the new owner's now, not this reaper's to shut down."""
+        if thread.token is None:
+            return True  # nothing to fence: one process alone
+        try:
+            await self._store.update_session(key, token=thread.token)  # the check alone
+            return True
+        except Fenced:
+            log.warning("thread %s: taken over by another replica; dropped here", key)
+            if self._threads.get(key) is thread:
+                del self._threads[key]
+            await thread.session.close(destroy=False)
+            return False
+
     async def _drop(self, key: str, thread: Thread) -> None:
         """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
         session, history, files); its next event loads it from the store again."""
@@ -160,7 +180,9 @@ class Lifecycle:
         if thread.session.sandbox_id is not None and key not in self._stopped:
             return  # its sandbox still runs: a failed teardown, tried again next pass
         del self._threads[key]
-        await self._store.update_session(key, last_activity=thread.last_activity)
+        await self._store.update_session(
+            key, last_activity=thread.last_activity, token=thread.token
+        )
         await thread.session.close(destroy=False)
         # With replicas its lease goes too, so any replica may reap or serve it next.
         await self.release(key)
@@ -183,6 +205,8 @@ class Lifecycle:
         if not held and not await self.claim(run.key):
             return False  # another replica runs it, or will end it
         try:
+            if not held:  # taken over: whoever held it before may write no more
+                await self._store.fence(run.key)
             await self._store.end_run(run.run_id, "interrupted", now)
             log.warning("ended run %s of %s, left in flight, as interrupted", run.run_id, run.key)
             return True

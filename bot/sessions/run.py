@@ -66,8 +66,11 @@ class Audit:
     """Records each model turn's usage and each tool call, then passes every event on to
     the thread's view."""
 
-    def __init__(self, store: Store, key: str, run_id: str, view: ThreadView) -> None:
+    def __init__(
+        self, store: Store, key: str, run_id: str, view: ThreadView, token: int | None = None
+    ) -> None:
         self._store, self._key, self._run_id, self._view = store, key, run_id, view
+        self._token = token  # the thread's fencing token: a stale one stops the run here
         self._started: dict[str, ToolCallStarted] = {}
 
     async def __call__(self, event: SessionEvent) -> None:
@@ -78,8 +81,9 @@ class Audit:
         match event:
             case ModelTurn():
                 await self._store.add_turn(
-                    self._key, self._run_id, event.usage.to_dict(), event.cost_usd, time.time()
-                )
+                    self._key, self._run_id, event.usage.to_dict(), event.cost_usd,
+                    time.time(), token=self._token,
+                )  # fmt: skip
             case ToolCallStarted():
                 self._started[event.call_id] = event
             case ToolCallFinished():
@@ -88,4 +92,4 @@ class Audit:
                     self._run_id, event.call_id, event.tool,
                     started.language if started else None, started.code if started else "",
                     event.status, event.exit_code, event.duration_s, event.excerpt, time.time(),
-                ))  # fmt: skip
+                ), token=self._token)  # fmt: skip

@@ -16,7 +16,7 @@ from bot.store.base import Store
 log = logging.getLogger(__name__)
 
 Adopt = Callable[[str], Awaitable[None]]  # Engine.adopt: a thread taken over
-EVERY_S = 5.0  # with a 15 s lease: a dead replica's run is told within about 20 s
+PASSES_PER_LEASE = 3  # with a 15 s lease: a dead replica's run is told within about 20 s
 
 
 async def take_over(store: Store, coord: Coordinator, adopt: Adopt) -> list[str]:
@@ -42,4 +42,4 @@ async def take_over_forever(store: Store, coord: Coordinator, adopt: Adopt) -> N
             await take_over(store, coord, adopt)
         except Exception:
             log.exception("taking over the runs of a dead replica failed")
-        await asyncio.sleep(EVERY_S)
+        await asyncio.sleep(coord.lease_s / PASSES_PER_LEASE)

@@ -19,6 +19,7 @@ class Thread:
     worker: asyncio.Task[None] | None = None
     current: asyncio.Task[RunResult] | None = None
     run_id: str | None = None
+    token: int | None = None  # its fencing token (None: one process alone, nothing to fence)
 
     @property
     def busy(self) -> bool:

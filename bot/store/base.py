@@ -31,6 +31,11 @@ class NotFound(StoreError, LookupError):
     """A write refers to a session or run that is not in the store."""
 
 
+class Fenced(StoreError):
+    """A write for a thread carried a fencing token older than the thread's current one:
+    another replica has taken the thread over since, so this one must stop writing for it."""
+
+
 class StoreConfigError(StoreError, ConfigError):
     """The store cannot be opened as configured (a server that cannot be reached, a refused
     login); the message is one line naming the setting to fix."""
@@ -114,7 +119,13 @@ class Queued:
 
 @runtime_checkable
 class Store(Protocol):
-    """Durable session state. Writes naming a session or run that does not exist raise NotFound."""
+    """Durable session state. Writes naming a session or run that does not exist raise NotFound.
+
+    Fencing: the writes a thread's owner makes for it take a `token` from `fence`. A token
+    older than the thread's newest is refused (Fenced) in the same step as the write, so a
+    replica that lost the thread while paused cannot overwrite its new owner's work.
+    `token=None` is not checked: one process alone, and inputs any replica may record
+    (questions, Continue allowances, Stop clicks, feedback)."""
 
     async def open(self) -> None:
         """Connect, and create or upgrade the schema."""
@@ -127,6 +138,11 @@ class Store(Protocol):
         it does not answer."""
         ...
 
+    async def fence(self, key: str) -> int:
+        """A new fencing token for the thread, greater than any before it (a counter per
+        thread, kept by the store); writes carrying an older one are refused from now on."""
+        ...
+
     async def save_session(self, record: SessionRecord) -> None:
         """Insert or replace the session's fields; its history, files and runs are kept."""
         ...
@@ -137,11 +153,13 @@ class Store(Protocol):
         """All sessions, the most recently active first."""
         ...
 
-    async def update_session(self, key: str, **fields: Any) -> None:
+    async def update_session(self, key: str, *, token: int | None = None, **fields: Any) -> None:
         """Change some of SESSION_UPDATABLE: sandbox_id, state, last_activity, repo_url."""
         ...
 
-    async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
+    async def save_history(
+        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
         """Replace the conversation (any JSON-able messages)."""
         ...
 
@@ -162,21 +180,30 @@ class Store(Protocol):
         """Queue a question for the session's next run; returns its id."""
         ...
 
-    async def take_queued(self, key: str) -> list[Queued]:
+    async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
         """Remove and return the session's waiting questions, the oldest first."""
         ...
 
-    async def add_file(self, key: str, file: FileRecord) -> None: ...
+    async def add_file(self, key: str, file: FileRecord, *, token: int | None = None) -> None: ...
 
     async def files(self, key: str) -> list[FileRecord]:
         """The session's files in the order they were taken in."""
         ...
 
     async def start_run(
-        self, key: str, run_id: str, question: str, at: float, user: str = ""
+        self,
+        key: str,
+        run_id: str,
+        question: str,
+        at: float,
+        user: str = "",
+        *,
+        token: int | None = None,
     ) -> None: ...
 
-    async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
+    async def end_run(
+        self, run_id: str, outcome: RunOutcome, at: float, *, token: int | None = None
+    ) -> None:
         """Record how a run ended; a run already ended keeps its first outcome."""
         ...
 
@@ -192,12 +219,21 @@ class Store(Protocol):
         ...
 
     async def add_turn(
-        self, key: str, run_id: str, usage: dict[str, int], cost_usd: float | None, at: float
+        self,
+        key: str,
+        run_id: str,
+        usage: dict[str, int],
+        cost_usd: float | None,
+        at: float,
+        *,
+        token: int | None = None,
     ) -> None:
         """Record one model turn's token usage and cost (None when the price is unknown)."""
         ...
 
-    async def add_tool_call(self, key: str, call: ToolCallRecord) -> None: ...
+    async def add_tool_call(
+        self, key: str, call: ToolCallRecord, *, token: int | None = None
+    ) -> None: ...
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         """The session's tool calls in the order they were recorded."""

@@ -17,6 +17,7 @@
     {p}tool_calls:{key}       list: the audit of tool calls, JSON each
     {p}feedback:{key}         list: feedback on the session's runs, JSON each
     {p}continued:{key}        set: the Continue grant ids used in the session
+    {p}fence:{key}            counter: the thread's newest fencing token (Store.fence)
 
 Nothing is ever deleted but the queue entries taken; Redis Cluster is not supported (the
 scripts touch keys of several sessions and the global counters).
@@ -91,3 +92,6 @@ class Keys:
 
     def continued(self, key: str) -> str:
         return f"{self.prefix}continued:{key}"
+
+    def fence(self, key: str) -> str:
+        return f"{self.prefix}fence:{key}"

@@ -2,12 +2,23 @@
 on the same session or run see it happen whole (Redis runs one script at a time).
 
 A script refuses with an error reply whose first word the store maps to its own errors:
-NOTFOUND (a session or run that is not there) or CONFLICT (a run id already taken).
+NOTFOUND (a session or run that is not there), CONFLICT (a run id already taken) or FENCED
+(a write for a thread carrying a stale fencing token).
 Hash fields hold JSON, so an unset field is the string "null". Sums are done with Lua's
 doubles and written with 17 significant digits: they read back as the same Python float.
 """
 
 from __future__ import annotations
+
+# The start of each fenced script (FENCED, put before it by `source`): its last key is the
+# thread's fence (the newest token, a counter), its last argument the token the writer holds
+# ('' for none: not checked). Both are taken off, so the rest sees its own KEYS and ARGV.
+FENCE = """
+local fence, token = table.remove(KEYS), table.remove(ARGV)
+if token ~= '' and redis.call('GET', fence) ~= token then
+    return redis.error_reply('FENCED thread taken over: token ' .. token .. ' is stale')
+end
+"""
 
 # KEYS: the session's hash, the target key. ARGV: a command (SET, RPUSH), its value.
 # The write happens only if the session exists.
@@ -60,15 +71,27 @@ redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 return 1
 """
 
-# KEYS: the run's hash, the in-flight set. ARGV: run id, outcome (JSON), ended_at (JSON).
+# KEYS: the run's hash, the in-flight set. ARGV: run id, outcome (JSON), ended_at (JSON),
+# the key prefix, the writer's token ('' for none). The fence is the run's thread's.
 # Only an unended run changes: when a stop and a failure race, the first outcome stands.
 END_RUN = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
+local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
+if ARGV[5] ~= '' and redis.call('GET', ARGV[4] .. 'fence:' .. key) ~= ARGV[5] then
+    return redis.error_reply('FENCED thread taken over: token ' .. ARGV[5] .. ' is stale')
+end
 if redis.call('HGET', KEYS[1], 'outcome') == 'null' then
     redis.call('HSET', KEYS[1], 'outcome', ARGV[2], 'ended_at', ARGV[3])
     redis.call('ZREM', KEYS[2], ARGV[1])
 end
 return 1
+"""
+
+# KEYS: the thread's queue. Returns and removes its entries.
+TAKE_QUEUED = """
+local entries = redis.call('LRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1])
+return entries
 """
 
 # KEYS: the run's hash. ARGV: who (JSON). Returns the run's fields, or nil when there is none.
@@ -118,3 +141,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no
 local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
 return redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
 """
+
+# The writes a thread's owner makes for it; END_RUN checks its run's fence itself.
+FENCED = frozenset(
+    {"WRITE_FOR_SESSION", "UPDATE_SESSION", "START_RUN", "TAKE_QUEUED", "ADD_TURN", "ADD_TOOL_CALL"}
+)
+
+
+def source(name: str) -> str:
+    """The named script as sent to Redis."""
+    body: str = globals()[name]
+    return FENCE + body if name in FENCED else body

@@ -1,8 +1,8 @@
 """The Redis store: the same Store as SQLite's, on a Redis server that several replicas share.
 
-Every write that checks before it writes (the session exists, the run is unended) is one Lua
-script, and taking a thread's queue is one MULTI/EXEC, so racing replicas never see or make
-half a change. The key layout is in redis_keys.py, the encoding in redis_codec.py.
+Every write that checks before it writes (the session exists, the run is unended, the
+writer's fencing token is the thread's newest) is one Lua script, so racing replicas never
+see or make half a change. The key layout is in redis_keys.py, the encoding in redis_codec.py.
 Opening (and why commands are not retried) is in redis_connect.py.
 """
 
@@ -24,6 +24,7 @@ from bot.store.base import (
     RUN_OUTCOMES,
     SESSION_STATES,
     FeedbackRecord,
+    Fenced,
     FileRecord,
     NotFound,
     Queued,
@@ -51,7 +52,7 @@ class RedisStore:
         if self._redis is not None:
             raise StoreError("the store is already open")
         client = await connect(self.url, self.keys)
-        self._scripts = {name: client.register_script(getattr(lua, name)) for name in _SCRIPTS}
+        self._scripts = {name: client.register_script(lua.source(name)) for name in _SCRIPTS}
         self._redis = client
 
     async def close(self) -> None:
@@ -62,6 +63,10 @@ class RedisStore:
     async def ping(self) -> None:
         with self._errors():
             await self._db.ping()
+
+    async def fence(self, key: str) -> int:
+        with self._errors():
+            return int(await self._db.incr(self.keys.fence(key)))
 
     async def save_session(self, record: SessionRecord) -> None:
         check(record.state, SESSION_STATES)
@@ -85,39 +90,52 @@ class RedisStore:
         records = [r for fields in found if (r := codec.session_from(fields))]
         return sorted(records, key=lambda r: (-r.last_activity, r.key))
 
-    async def update_session(self, key: str, **fields: Any) -> None:
+    async def update_session(self, key: str, *, token: int | None = None, **fields: Any) -> None:
         check_update(fields)
         args = codec.flat(codec.hash_fields(fields))
-        await self._script("UPDATE_SESSION", [self.keys.session(key)], args)
+        await self._fenced(key, token, "UPDATE_SESSION", [self.keys.session(key)], args)
 
-    async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
+    async def save_history(
+        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
         data = await asyncio.to_thread(json.dumps, messages)  # may be megabytes
         keys = [self.keys.session(key), self.keys.history(key)]
-        await self._script("WRITE_FOR_SESSION", keys, ["SET", data])
+        await self._fenced(key, token, "WRITE_FOR_SESSION", keys, ["SET", data])
 
     async def load_history(self, key: str) -> list[dict[str, Any]]:
         with self._errors():
             data = await self._db.get(self.keys.history(key))
         return await asyncio.to_thread(json.loads, data) if data else []
 
-    async def add_file(self, key: str, file: FileRecord) -> None:
+    async def add_file(self, key: str, file: FileRecord, *, token: int | None = None) -> None:
         keys = [self.keys.session(key), self.keys.files(key)]
-        await self._script("WRITE_FOR_SESSION", keys, ["RPUSH", codec.file_entry(file)])
+        args = ["RPUSH", codec.file_entry(file)]
+        await self._fenced(key, token, "WRITE_FOR_SESSION", keys, args)
 
     async def files(self, key: str) -> list[FileRecord]:
         return [codec.file_from(entry) for entry in await self._list(self.keys.files(key))]
 
     async def start_run(
-        self, key: str, run_id: str, question: str, at: float, user: str = ""
+        self,
+        key: str,
+        run_id: str,
+        question: str,
+        at: float,
+        user: str = "",
+        *,
+        token: int | None = None,
     ) -> None:
         keys = [self.keys.session(key), self.keys.run(run_id), self.keys.in_flight]
         fields = codec.run_fields(key, run_id, question, at, user)
-        await self._script("START_RUN", keys, [run_id, at, *codec.flat(fields)])
+        await self._fenced(key, token, "START_RUN", keys, [run_id, at, *codec.flat(fields)])
 
-    async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
+    async def end_run(
+        self, run_id: str, outcome: RunOutcome, at: float, *, token: int | None = None
+    ) -> None:
         check(outcome, RUN_OUTCOMES)
         keys = [self.keys.run(run_id), self.keys.in_flight]
-        await self._script("END_RUN", keys, [run_id, codec.dumps(outcome), codec.dumps(at)])
+        args = [run_id, codec.dumps(outcome), codec.dumps(at), self.keys.prefix, _token(token)]
+        await self._script("END_RUN", keys, args)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._errors():
@@ -140,11 +158,8 @@ class RedisStore:
         entry = codec.tail([text(question), user, at])
         return int(await self._script("ENQUEUE", keys, [entry]))
 
-    async def take_queued(self, key: str) -> list[Queued]:
-        queue = self.keys.queue(key)
-        with self._errors():
-            async with self._db.pipeline(transaction=True) as tx:
-                entries, _ = await tx.lrange(queue, 0, -1).delete(queue).execute()
+    async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
+        entries = await self._fenced(key, token, "TAKE_QUEUED", [self.keys.queue(key)], [])
         return sorted((codec.queued_from(e) for e in entries), key=lambda q: q.id)
 
     async def runs_in_flight(self) -> list[RunRecord]:
@@ -155,17 +170,26 @@ class RedisStore:
         return [r for fields in found if (r := codec.run_from(fields)) and r.outcome is None]
 
     async def add_turn(
-        self, key: str, run_id: str, usage: dict[str, int], cost_usd: float | None, at: float
+        self,
+        key: str,
+        run_id: str,
+        usage: dict[str, int],
+        cost_usd: float | None,
+        at: float,
+        *,
+        token: int | None = None,
     ) -> None:
         k = self.keys
         keys = [k.session(key), k.run(run_id), k.turns(key), k.turn_ids, k.spend]
         entry = codec.tail([run_id, usage, cost_usd, at])
         cost = "" if cost_usd is None else repr(float(cost_usd))
-        await self._script("ADD_TURN", keys, [k.prefix, entry, cost, at])
+        await self._fenced(key, token, "ADD_TURN", keys, [k.prefix, entry, cost, at])
 
-    async def add_tool_call(self, key: str, call: ToolCallRecord) -> None:
+    async def add_tool_call(
+        self, key: str, call: ToolCallRecord, *, token: int | None = None
+    ) -> None:
         keys = [self.keys.session(key), self.keys.run(call.run_id), self.keys.tool_calls(key)]
-        await self._script("ADD_TOOL_CALL", keys, [codec.tool_call_entry(call)])
+        await self._fenced(key, token, "ADD_TOOL_CALL", keys, [codec.tool_call_entry(call)])
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         entries = await self._list(self.keys.tool_calls(key))
@@ -206,6 +230,12 @@ class RedisStore:
                 raise StoreError("the store is not open")
             return await self._scripts[name](keys=keys, args=args)
 
+    async def _fenced(
+        self, key: str, token: int | None, name: str, keys: list[str], args: list[Any]
+    ) -> Any:
+        """A script that writes for the thread `key`, refused in it if `token` is stale."""
+        return await self._script(name, [*keys, self.keys.fence(key)], [*args, _token(token)])
+
     async def _hashes(self, names: list[str]) -> list[dict[str, str]]:
         async with self._db.pipeline(transaction=False) as pipe:
             for name in names:
@@ -226,12 +256,18 @@ class RedisStore:
             kind, _, detail = str(exc).partition(" ")
             if kind == "NOTFOUND":
                 raise NotFound(f"{detail}: the write refers to one not in the store") from None
+            if kind == "FENCED":
+                raise Fenced(detail) from None
             raise StoreError(detail if kind == "CONFLICT" else f"Redis: {exc}") from exc
         except RedisError as exc:
             raise StoreError(f"Redis: {exc}") from exc
 
 
+def _token(token: int | None) -> str:
+    return "" if token is None else str(int(token))
+
+
 _SCRIPTS = (
     "WRITE_FOR_SESSION", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE", "START_RUN", "END_RUN",
-    "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
+    "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK", "TAKE_QUEUED",
 )  # fmt: skip

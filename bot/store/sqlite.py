@@ -64,6 +64,9 @@ class SqliteStore:
     async def ping(self) -> None:
         await self._read(rows.ping)
 
+    async def fence(self, key: str) -> int:
+        return await self._write(rows.fence, key)
+
     async def save_session(self, record: SessionRecord) -> None:
         check(record.state, SESSION_STATES)
         await self._write(rows.save_session, record)
@@ -74,30 +77,46 @@ class SqliteStore:
     async def list_sessions(self) -> list[SessionRecord]:
         return await self._read(rows.list_sessions)
 
-    async def update_session(self, key: str, **fields: Any) -> None:
+    async def update_session(self, key: str, *, token: int | None = None, **fields: Any) -> None:
         check_update(fields)
-        await self._write(rows.update_session, key, fields)
+        await self._fenced(key, token, rows.update_session, key, fields)
 
-    async def save_history(self, key: str, messages: list[dict[str, Any]]) -> None:
-        await self._write(rows.save_history, key, messages)
+    async def save_history(
+        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
+        await self._fenced(key, token, rows.save_history, key, messages)
 
     async def load_history(self, key: str) -> list[dict[str, Any]]:
         return await self._read(rows.load_history, key)
 
-    async def add_file(self, key: str, file: FileRecord) -> None:
-        await self._write(rows.add_file, key, file)
+    async def add_file(self, key: str, file: FileRecord, *, token: int | None = None) -> None:
+        await self._fenced(key, token, rows.add_file, key, file)
 
     async def files(self, key: str) -> list[FileRecord]:
         return await self._read(rows.files, key)
 
     async def start_run(
-        self, key: str, run_id: str, question: str, at: float, user: str = ""
+        self,
+        key: str,
+        run_id: str,
+        question: str,
+        at: float,
+        user: str = "",
+        *,
+        token: int | None = None,
     ) -> None:
-        await self._write(rows.start_run, key, run_id, question, at, user)
+        await self._fenced(key, token, rows.start_run, key, run_id, question, at, user)
 
-    async def end_run(self, run_id: str, outcome: RunOutcome, at: float) -> None:
+    async def end_run(
+        self, run_id: str, outcome: RunOutcome, at: float, *, token: int | None = None
+    ) -> None:
         check(outcome, RUN_OUTCOMES)
-        await self._write(rows.end_run, run_id, outcome, at)
+
+        def end(conn: sqlite3.Connection) -> None:
+            rows.check_fence(conn, rows.run_key(conn, run_id), token)
+            rows.end_run(conn, run_id, outcome, at)
+
+        await self._write(end)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return await self._read(rows.get_run, run_id)
@@ -114,19 +133,28 @@ class SqliteStore:
     async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
         return await self._write(rows.enqueue, key, question, user, at)
 
-    async def take_queued(self, key: str) -> list[Queued]:
-        return await self._write(rows.take_queued, key)
+    async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
+        return await self._fenced(key, token, rows.take_queued, key)
 
     async def runs_in_flight(self) -> list[RunRecord]:
         return await self._read(rows.runs_in_flight)
 
     async def add_turn(
-        self, key: str, run_id: str, usage: dict[str, int], cost_usd: float | None, at: float
+        self,
+        key: str,
+        run_id: str,
+        usage: dict[str, int],
+        cost_usd: float | None,
+        at: float,
+        *,
+        token: int | None = None,
     ) -> None:
-        await self._write(rows.add_turn, key, run_id, usage, cost_usd, at)
+        await self._fenced(key, token, rows.add_turn, key, run_id, usage, cost_usd, at)
 
-    async def add_tool_call(self, key: str, call: ToolCallRecord) -> None:
-        await self._write(rows.add_tool_call, key, call)
+    async def add_tool_call(
+        self, key: str, call: ToolCallRecord, *, token: int | None = None
+    ) -> None:
+        await self._fenced(key, token, rows.add_tool_call, key, call)
 
     async def tool_calls(self, key: str) -> list[ToolCallRecord]:
         return await self._read(rows.tool_calls, key)
@@ -165,6 +193,15 @@ class SqliteStore:
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._submit(functools.partial(self._call, fn, args, write=True))
+
+    async def _fenced(self, key: str, token: int | None, fn: Callable[..., T], *args: Any) -> T:
+        """A write for the thread `key`, refused in its own transaction if `token` is stale."""
+
+        def write(conn: sqlite3.Connection) -> T:
+            rows.check_fence(conn, key, token)
+            return fn(conn, *args)
+
+        return await self._write(write)
 
     async def _submit(self, job: Callable[[], T]) -> T:
         if self._executor is None:

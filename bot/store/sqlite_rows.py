@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.store.base import (
     FeedbackRecord,
+    Fenced,
     FileRecord,
     NotFound,
     Queued,
@@ -250,6 +251,31 @@ def tool_calls(conn: sqlite3.Connection, key: str) -> list[ToolCallRecord]:
         (key,),
     )
     return [ToolCallRecord(**row) for row in rows]
+
+
+def fence(conn: sqlite3.Connection, key: str) -> int:
+    row = conn.execute(
+        "INSERT INTO fences (key, token) VALUES (?, 1)"
+        " ON CONFLICT (key) DO UPDATE SET token = token + 1 RETURNING token",
+        (key,),
+    ).fetchone()
+    return int(row[0])
+
+
+def check_fence(conn: sqlite3.Connection, key: str, token: int | None) -> None:
+    """Refuse a write carrying a token older than the thread's newest (in its transaction)."""
+    if token is None:
+        return
+    row = conn.execute("SELECT token FROM fences WHERE key = ?", (key,)).fetchone()
+    if row is None or row[0] != token:
+        raise Fenced(f"thread {key!r}: token {token} is stale")
+
+
+def run_key(conn: sqlite3.Connection, run_id: str) -> str:
+    row = conn.execute("SELECT key FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no run {run_id!r}")
+    return str(row[0])
 
 
 # Helpers.

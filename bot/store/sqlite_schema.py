@@ -141,6 +141,13 @@ MIGRATIONS: tuple[str, ...] = (
         key      TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE
     );
     """,
+    # 8: each thread's newest fencing token (Store.fence); a thread without a row has none.
+    """
+    CREATE TABLE fences (
+        key   TEXT PRIMARY KEY,
+        token INTEGER NOT NULL
+    );
+    """,
 )
 
 
