@@ -12,11 +12,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.coord.base import LEASE_S, Coordinator
+from bot.coord.base import Coordinator
 
 log = logging.getLogger(__name__)
 
-TAKEOVER_WAIT_S = LEASE_S + 5  # a silent owner's lease lapses within this
+TAKEOVER_MARGIN_S = 5.0  # past the lease: a silent owner's lease has lapsed by then
 RETRY_S = 0.5
 SILENT_TIMES = 2  # a pub/sub message reaches every replica that listens, or none
 
@@ -31,7 +31,8 @@ class Router:
     async def here(self, key: str, message: dict[str, Any]) -> bool:
         """True when this replica handles `message` for the thread `key`; False when it went
         to the thread's owner (or could not go anywhere, which is logged)."""
-        deadline, silent = time.monotonic() + TAKEOVER_WAIT_S, 0
+        deadline = time.monotonic() + self.coord.lease_s + TAKEOVER_MARGIN_S
+        silent = 0
         while True:
             owner, taken = await self.coord.claim(key)
             if owner == self.coord.replica:
