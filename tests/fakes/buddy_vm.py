@@ -14,6 +14,11 @@ What a command sees, as on a Buddy VM (buddy-sandbox-api.md §1, §5.15):
   terminate signals there is not documented: the fake differs from Buddy here.
 There is no working `sudo` (the document promises passwordless sudo): a client that needs
 root for its own folders fails here first.
+
+How Buddy's bash starts a command is not documented. By default the fake runs it as a
+plain script (no startup file read); `VmShell` makes it a login shell (it reads
+~/.bash_profile, ~/.bash_login or ~/.profile first, as `bash -l` or an SSH login would) or
+gives it another PATH, for tests of what a command inherits from earlier ones.
 """
 
 from __future__ import annotations
@@ -72,6 +77,14 @@ class Process:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class VmShell:
+    """How the VM's bash starts every command: as a login shell or not, and its PATH."""
+
+    login: bool = False
+    path: str = PATH
+
+
 @dataclass
 class Result:
     exit_code: int
@@ -82,9 +95,10 @@ class Result:
 class Vm:
     """A sandbox's disk under `home` and the processes running on it."""
 
-    def __init__(self, home: Path, hostname: str) -> None:
+    def __init__(self, home: Path, hostname: str, shell: VmShell | None = None) -> None:
         self.home = home
         self.hostname = hostname
+        self.shell = shell or VmShell()
         self.processes: set[Process] = set()
         self.closed = False
         for folder in (self.work, self.data, home / "disk/home/buddy", home / "disk/tmp"):
@@ -113,7 +127,8 @@ class Vm:
         script = self.home / "scripts" / f"{os.urandom(6).hex()}"
         script.write_text(source)
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "bwrap", *self._bwrap_args()]
-        argv += ["--", program, f"/run/buddy/{script.name}"]
+        login = ["--login"] if self.shell.login and runtime == "BASH" else []
+        argv += ["--", program, *login, f"/run/buddy/{script.name}"]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
@@ -224,7 +239,7 @@ class Vm:
             *("--bind", str(disk / "tmp"), "/tmp", "--ro-bind", str(self.home / "scripts")),
             "/run/buddy",
             *("--chdir", "/home/buddy", "--clearenv"),
-            *("--setenv", "PATH", PATH, "--setenv", "HOME", "/home/buddy"),
+            *("--setenv", "PATH", self.shell.path, "--setenv", "HOME", "/home/buddy"),
             *("--setenv", "USER", "buddy", "--setenv", "LANG", "C.UTF-8"),
             *("--setenv", "BUDDY_SANDBOX", self.hostname),
         ]

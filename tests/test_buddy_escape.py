@@ -1,0 +1,91 @@
+"""Model code cannot get a later command of the bot's to run outside its network
+namespace: not through the files a shell reads at start, the PATH, or the kernel's folder.
+
+Each attack has model code (run by the bot) leave something behind; a later command of
+the bot's then runs it. The payload connects to a loopback listener, which only works with
+the network, and if it does, records where it ran in /buddy/work/escaped: a payload run in
+the namespace (where model code belongs) cannot connect and records nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from bot.sandbox.base import SandboxSpec
+from bot.sandbox.buddy.sandbox import BuddySandbox
+from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy_vm import PATH, VmShell
+from tests.test_buddy_network import listening, provider_for
+
+HOME = "/home/buddy"
+
+
+def payload(port: int) -> str:
+    """Shell lines that, given the network, connect out and say where they ran."""
+    return (
+        f"if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then "
+        'echo "$0 $$" >> /buddy/work/escaped; fi\n'
+    )
+
+
+def escaped(fake: FakeBuddy, sandbox: BuddySandbox) -> str:
+    """What payloads that got the network recorded."""
+    vm = fake.sandboxes[sandbox.id].vm
+    assert vm is not None
+    marker = vm.work / "escaped"
+    return marker.read_text() if marker.exists() else ""
+
+
+async def test_startup_files_written_by_model_code_do_not_run_later(sandbox_root: Path) -> None:
+    """A login shell (as Buddy's may be) reads ~/.bash_profile or ~/.profile first."""
+    async with (
+        listening() as server,
+        FakeBuddy(sandbox_root, boot_delay_s=0.05, vm_shell=VmShell(login=True)) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("startup-files"))
+        files = " ".join(f"{HOME}/{name}" for name in STARTUP_FILES)
+        plant = f"for f in {files}; do printf %s {shlex.quote(payload(server.port))} > $f; done"
+        for language, code in (("bash", plant), ("python", _python_shell(plant))):
+            await sandbox.run_code(language, code, 20)
+        later = await sandbox.run_code("bash", "echo later", 20)
+        cell = await sandbox.run_code("python", "print('cell')", 20)
+        assert (later.stdout.text, cell.stdout.text) == ("later\n", "cell\n")
+        assert escaped(fake, sandbox) == ""
+        assert server.accepted == 0
+        await sandbox.destroy()
+
+
+STARTUP_FILES = (".bash_profile", ".bash_login", ".profile", ".bashrc", ".bash_logout")
+
+
+async def test_tools_planted_on_a_writable_path_entry_do_not_run(sandbox_root: Path) -> None:
+    """Buddy's PATH may hold a folder the sandbox user can write (~/.local/bin on a login,
+    or any other): the bot's wrapper must not pick its tools from there."""
+    planted = "/buddy/bin"
+    shell = VmShell(path=f"{planted}:{PATH}")
+    async with (
+        listening() as server,
+        FakeBuddy(sandbox_root, boot_delay_s=0.05, vm_shell=shell) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("path"))
+        tools = "timeout env unshare mkdir cat rm flock mkfifo sleep mount"
+        plant = (
+            f"mkdir -p {planted} && cd {planted} && for t in {tools}; do "
+            f"{{ echo '#!/bin/bash'; printf %s {shlex.quote(payload(server.port))}; "
+            'echo "exec /usr/bin/$t \\"\\$@\\""; } > $t && chmod +x $t; done && echo planted'
+        )
+        first = await sandbox.run_code("bash", plant, 20)
+        assert first.stdout.text == "planted\n", first.stderr.text
+        later = await sandbox.run_code("bash", "echo later", 20)
+        cell = await sandbox.run_code("python", "print('cell')", 20)
+        assert (later.stdout.text, cell.stdout.text) == ("later\n", "cell\n")
+        assert escaped(fake, sandbox) == ""
+        assert server.accepted == 0
+        await sandbox.destroy()
+
+
+def _python_shell(script: str) -> str:
+    return f"import subprocess\nsubprocess.run(['bash', '-c', {script!r}])\n"
