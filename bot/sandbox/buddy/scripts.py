@@ -112,6 +112,18 @@ def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict
 
 # -- the run wrapper --
 
+TRUSTED_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # root's folders: model code cannot write them
+# The start of every script the bot runs outside the namespace. Buddy's PATH may name
+# folders model code can write (~/.local/bin, /usr/local/bin through sudo), so the
+# wrapper's tools come from TRUSTED_PATH; the snippet keeps Buddy's PATH ($o), as it
+# runs in the namespace anyway. $h: the home folder model code sees read-only.
+PRELUDE = (
+    "set -u\n"
+    f"o=${{PATH:-{SANDBOX_PATH}}}\nh=${{HOME:-}}\nPATH={TRUSTED_PATH}\n"
+    "unset -v BASH_ENV ENV CDPATH GLOBIGNORE PROMPT_COMMAND\n"
+    "IFS=$' \\t\\n'\n"
+)
+
 
 def run_script(
     language: str,
@@ -137,8 +149,7 @@ def run_script(
     token = _token(code, new_token)
     q = shlex.quote
     return (
-        "set -u\n"
-        f"d={q(run_dir)}\n"
+        PRELUDE + f"d={q(run_dir)}\n"
         '{ mkdir -p "$d" && [ -w "$d" ]; } 2>/dev/null || d="${TMPDIR:-/tmp}/.sci-run"\n'
         'mkdir -p "$d" || exit 1\n'
         f"mkdir -p {q(work_dir + '/out')} 2>/dev/null\n"
@@ -179,7 +190,8 @@ def kernel_script(
     )
     command = f'"$p" {q(f"{folder}/{KERNEL_MAIN}")} {args}'
     return (
-        f"set -u\nmkdir -p {q(folder)} || exit 1\n"
+        PRELUDE
+        + f"mkdir -p {q(folder)} || exit 1\n"
         + files
         + _find_program("python")
         + _supervised(command, timeout_s, work_dir, cleanup=":", network=network)
@@ -201,7 +213,7 @@ def cell_script(
     request = run_request(cell, file=source, out=out).decode().strip()
     tries = round(wait_s / CELL_POLL_S)
     return (
-        f"set -u\nk={q(folder)}\ni=0\n"
+        PRELUDE + f"k={q(folder)}\ni=0\n"
         "while :; do\n"
         '  flock -n -E 75 "$k/lock" true 2>/dev/null\n'
         "  [ $? = 75 ] && break\n"
@@ -217,8 +229,10 @@ def cell_script(
 
 def interrupt_script(folder: str) -> str:
     """The BASH command that interrupts the kernel's running cell (if there is a kernel)."""
-    return f'k={shlex.quote(folder)}\n[ -p "$k/in" ] || exit 0\n' + _send_to_kernel(
-        INTERRUPT.decode().strip()
+    return (
+        PRELUDE
+        + f'k={shlex.quote(folder)}\n[ -p "$k/in" ] || exit 0\n'
+        + _send_to_kernel(INTERRUPT.decode().strip())
     )
 
 
@@ -240,8 +254,8 @@ def _supervised(
         "c=\n"
         f"""trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; {cleanup}; exit 143' """
         "TERM INT HUP\n"
-        f"timeout -s KILL {max(timeout_s, 0.001):.3f} "
-        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} {command} &\n'
+        f"/usr/bin/timeout -s KILL {max(timeout_s, 0.001):.3f} "
+        f'/usr/bin/env -i PATH="$o" HOME={q(work_dir)} {SNIPPET_VARS} {command} &\n'
         "c=$!\n"
         "exec 2>/dev/null\n"  # the snippet keeps its stderr; bash's "Killed" notice is dropped
         'wait "$c"\n'
@@ -255,7 +269,8 @@ def _find_program(language: str) -> str:
     """Sets $p to the interpreter, or exits as a shell does for a missing program."""
     missing = shlex.quote(not_installed(language))
     program = INTERPRETERS[language].program
-    return f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
+    found = f'p=$(PATH="$o" command -v {program})'
+    return f"{found} || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
 
 
 def _heredoc(target: str, content: str, token: str) -> str:
