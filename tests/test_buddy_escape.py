@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy.sandbox import BuddySandbox
 from tests.fakes.buddy_api import FakeBuddy
@@ -89,3 +91,38 @@ async def test_tools_planted_on_a_writable_path_entry_do_not_run(sandbox_root: P
 
 def _python_shell(script: str) -> str:
     return f"import subprocess\nsubprocess.run(['bash', '-c', {script!r}])\n"
+
+
+REPLACE_FIFO = """import glob, os
+for inbox in glob.glob('/buddy/work/.cache/kernel/*/in'):
+    os.rename(inbox, inbox + '.kept')  # the kernel keeps reading it: it holds it open
+    os.symlink('/home/buddy/.bash_profile', inbox)
+print('planted')
+"""
+REPLACE_FOLDER = """import glob, os
+for folder in glob.glob('/buddy/work/.cache/kernel/*'):
+    os.rename(folder, folder + '.kept')
+    os.symlink('/home/buddy', folder)
+print('planted')
+"""
+
+
+@pytest.mark.parametrize("plant", [REPLACE_FIFO, REPLACE_FOLDER], ids=["fifo", "folder"])
+async def test_the_kernel_folder_does_not_lead_the_bot_elsewhere(
+    sandbox_root: Path, plant: str
+) -> None:
+    """Model code may swap the kernel's FIFO or folder for a link; the bot's next cell
+    must not then write where model code cannot (/home, here), and still runs."""
+    async with (
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("kernel-folder"))
+        first = await sandbox.run_code("python", plant, 20)
+        assert first.stdout.text == "planted\n", first.stderr.text
+        later = await sandbox.run_code("python", "print('later')", 20)
+        vm = fake.sandboxes[sandbox.id].vm
+        assert vm is not None
+        assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
+        assert later.stdout.text == "later\n", later.stderr.text
+        await sandbox.destroy()

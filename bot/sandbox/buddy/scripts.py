@@ -5,6 +5,7 @@ here does I/O."""
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import secrets
 import shlex
 from collections.abc import Callable
@@ -203,42 +204,66 @@ def cell_script(
     cell: Cell,
     *,
     wait_s: float,
+    work_dir: str = WORK_DIR,
     new_token: Callable[[], str] = lambda: secrets.token_hex(8),
 ) -> str:
     """The BASH command that hands one cell to the kernel in `folder` and streams the
     cell's frames back as its own output. A kernel holds folder/lock while it lives; the
-    script waits up to `wait_s` for one, else it says the kernel is absent."""
+    script waits up to `wait_s` for one, else it says the kernel is absent.
+
+    Model code can write the folder: the script works in it only once it is in it for
+    real (not through a link), never writes through a link or onto a file there, and takes
+    a kernel whose FIFO is not one for absent (the bot then starts another)."""
     q = shlex.quote
-    source, out = f"{folder}/{cell.id}.py", f"{folder}/{cell.id}.out"
-    request = run_request(cell, file=source, out=out).decode().strip()
+    source, out = f"{cell.id}.py", f"{cell.id}.out"  # in the folder, the script's cwd
+    request = run_request(cell, file=f"{folder}/{source}", out=f"{folder}/{out}")
     tries = round(wait_s / CELL_POLL_S)
+    absent = f"{{ echo {q(ABSENT)}; exit 0; }}"
     return (
         PRELUDE + f"k={q(folder)}\ni=0\n"
         "while :; do\n"
-        '  flock -n -E 75 "$k/lock" true 2>/dev/null\n'
-        "  [ $? = 75 ] && break\n"
-        f'  [ "$i" -ge {tries} ] && {{ echo {q(ABSENT)}; exit 0; }}\n'
+        f"  if {_in_folder(folder, work_dir)}; then\n"
+        "    [ -L lock ] || flock -n -E 75 lock true 2>/dev/null\n"
+        "    [ $? = 75 ] && break\n"
+        "  fi\n"
+        f'  [ "$i" -ge {tries} ] && {absent}\n'
         f"  i=$((i + 1))\n  sleep {CELL_POLL_S}\n"
         "done\n"
+        f"{{ [ -p in ] && [ ! -L in ]; }} || {absent}\n"
+        "set -C\n"  # noclobber: the cell's file is made new (O_EXCL), not written through
         + _heredoc(q(source), cell.code, _token(cell.code, new_token))
         + f"mkfifo {q(out)} || exit 1\n"
-        + _send_to_kernel(request)
+        + _send_to_kernel(request.decode().strip())
         + f"exec cat {q(out)}\n"
     )
 
 
-def interrupt_script(folder: str) -> str:
+def interrupt_script(folder: str, work_dir: str = WORK_DIR) -> str:
     """The BASH command that interrupts the kernel's running cell (if there is a kernel)."""
     return (
         PRELUDE
-        + f'k={shlex.quote(folder)}\n[ -p "$k/in" ] || exit 0\n'
+        + f"k={shlex.quote(folder)}\n"
+        + f"{_in_folder(folder, work_dir)} && [ -p in ] && [ ! -L in ] || exit 0\n"
         + _send_to_kernel(INTERRUPT.decode().strip())
     )
 
 
+def _in_folder(folder: str, work_dir: str) -> str:
+    """A test that changes into `folder` ($k), true if that is the folder itself: no link
+    on the way from `work_dir` (model code can replace any of them with one)."""
+    tail = shlex.quote(posixpath.relpath(folder, work_dir))
+    real = f'"$(cd -P {shlex.quote(work_dir)} && pwd -P)"/{tail}'
+    return f'cd -P "$k" 2>/dev/null && [ "$(pwd -P)" = {real} ]'
+
+
 def _send_to_kernel(request: str) -> str:
-    """Opened for reading and writing, the kernel's FIFO never blocks the writer."""
-    return f"""exec 3<>"$k/in"\nprintf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"""
+    """Opened for reading and writing, the kernel's FIFO (./in) never blocks the writer.
+    What was opened is checked to be a FIFO before anything is written to it."""
+    return (
+        "exec 3<>in\n"
+        '[ -p /proc/self/fd/3 ] || { echo "the kernel\'s FIFO is not one" >&2; exit 1; }\n'
+        f"printf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"
+    )
 
 
 def _supervised(
