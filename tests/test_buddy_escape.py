@@ -9,6 +9,7 @@ the namespace (where model code belongs) cannot connect and records nothing.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 
@@ -125,4 +126,35 @@ async def test_the_kernel_folder_does_not_lead_the_bot_elsewhere(
         assert vm is not None
         assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
         assert later.stdout.text == "later\n", later.stderr.text
+        await sandbox.destroy()
+
+
+async def test_model_code_cannot_reach_the_users_services(sandbox_root: Path) -> None:
+    """A socket in the user's runtime folder (/run/user/1000: a session bus, systemd's
+    user manager) belongs to a service outside the namespace that would start what it is
+    asked to, with the network: model code must not reach it."""
+    async with (
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("services"))
+        vm = fake.sandboxes[sandbox.id].vm
+        assert vm is not None
+        connected = 0
+
+        async def service(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connected
+            connected += 1
+            writer.close()
+
+        server = await asyncio.start_unix_server(service, vm.runtime / "bus")
+        async with server:
+            probe = "import socket\nsocket.socket(socket.AF_UNIX).connect('/run/user/1000/bus')"
+            raw = await fake.sandboxes[sandbox.id].vm.run(f"python3 -c {shlex.quote(probe)}")
+            assert raw.exit_code == 0, raw.stderr  # the service is there, outside
+            assert connected == 1
+            for language, code in (("python", probe), ("bash", f"python3 -c {shlex.quote(probe)}")):
+                result = await sandbox.run_code(language, code, 20)
+                assert result.exit_code != 0
+            assert connected == 1
         await sandbox.destroy()

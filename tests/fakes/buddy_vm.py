@@ -5,6 +5,8 @@ backend, so a bug there cannot hide the same bug on the Buddy side.
 What a command sees, as on a Buddy VM (buddy-sandbox-api.md §1, §5.15):
 * `/buddy` (with `/buddy/work` and `/buddy/data`), `/home/buddy` and `/tmp` are folders of
   the sandbox's disk, writable, kept across commands; `/tmp` is emptied by a stop;
+* `/run` read-only but for `/run/user/1000`, the user's runtime folder, where services
+  of the user's (a D-Bus session bus, systemd's user manager) keep their sockets;
 * the machine's `/usr` and `/etc` read-only (the shadow files hidden), the user `buddy`
   (uid 1000) running `bash`; the machine's network; user namespaces of its own allowed
   (the bot's `unshare --net` relies on that);
@@ -101,16 +103,28 @@ class Vm:
         self.shell = shell or VmShell()
         self.processes: set[Process] = set()
         self.closed = False
-        for folder in (self.work, self.data, home / "disk/home/buddy", home / "disk/tmp"):
+        for folder in (
+            self.work,
+            self.data,
+            self.runtime,
+            home / "disk/home/buddy",
+            home / "disk/tmp",
+        ):
             folder.mkdir(parents=True, exist_ok=True)
         (home / "etc").mkdir(exist_ok=True)
         (home / "etc/passwd").write_text(PASSWD)
         (home / "etc/group").write_text(GROUP)
         (home / "scripts").mkdir(exist_ok=True)
+        (home / "run/buddy").mkdir(exist_ok=True)  # the scripts' mount point in /run
 
     @property
     def work(self) -> Path:
         return self.home / "disk" / WORK_DIR.lstrip("/")
+
+    @property
+    def runtime(self) -> Path:
+        """The host folder that is the user's /run/user/1000 (a test may serve a socket)."""
+        return self.home / f"run/user/{UID}"
 
     @property
     def data(self) -> Path:
@@ -236,7 +250,9 @@ class Vm:
             *("--ro-bind", str(etc / "passwd"), "/etc/passwd"),
             *("--ro-bind", str(etc / "group"), "/etc/group"),
             *("--bind", str(disk / "buddy"), "/buddy", "--bind", str(disk / "home"), "/home"),
-            *("--bind", str(disk / "tmp"), "/tmp", "--ro-bind", str(self.home / "scripts")),
+            *("--bind", str(disk / "tmp"), "/tmp", "--ro-bind", str(self.home / "run"), "/run"),
+            *("--bind", str(self.runtime), f"/run/user/{UID}"),
+            *("--ro-bind", str(self.home / "scripts")),
             "/run/buddy",
             *("--chdir", "/home/buddy", "--clearenv"),
             *("--setenv", "PATH", self.shell.path, "--setenv", "HOME", "/home/buddy"),

@@ -25,31 +25,38 @@ NO_NAMESPACE = (
     "unprivileged user namespaces); set SANDBOX_NETWORK=on to run it with the network"
 )
 NO_READ_ONLY = "cannot make the home folders read-only for model code; it does not run"
+NO_HIDDEN_RUN = "cannot hide /run from model code; it does not run"
 # Writable for model code, so never made read-only even if they are someone's home.
 KEPT_WRITABLE = ("/", "/buddy", "/buddy/work", "/tmp")
 # Runs as root of a first namespace (network, mounts): binds /home and the home folder
-# (its $1) read-only, then runs the command ("$@" after it) in a namespace nested in that
-# one. There those mounts are locked, as the kernel locks what a less privileged mount
-# namespace inherits: model code cannot unmount them or make them writable again. The
-# command gets the environment without what this bash adds to it.
-READ_ONLY_HOMES = f"""h=$1; shift
+# (its $1) read-only and hides /run (the sockets of services outside the namespace, which
+# a network namespace does not cut off: the user's session bus and systemd manager in
+# /run/user, docker's) under an empty tmpfs, then runs the command ("$@" after it) in a
+# namespace nested in that one. There those mounts are locked, as the kernel locks what a
+# less privileged mount namespace inherits: model code cannot unmount them or make them
+# writable again. The command gets the environment without what this bash adds to it.
+LOCK_DOWN = f"""h=$1; shift
 for d in /home "$h"; do
   case $d in {"|".join(KEPT_WRITABLE)}|"") continue;; esac
   [ -d "$d" ] || continue
   /usr/bin/mount --rbind "$d" "$d" && /usr/bin/mount -o remount,bind,ro,nosuid,nodev "$d" \\
     || {{ echo {shlex.quote(NO_READ_ONLY)} >&2; exit 126; }}
 done
+if [ -d /run ]; then
+  /usr/bin/mount -t tmpfs -o ro,nosuid,nodev,noexec,mode=755 none /run \\
+    || {{ echo {shlex.quote(NO_HIDDEN_RUN)} >&2; exit 126; }}
+fi
 exec /usr/bin/env -u PWD -u OLDPWD -u SHLVL -u _ \\
   /usr/bin/unshare --user --map-root-user --mount -- "$@"
 """
 
 
 def offline(command: str, home: str = '"$h"') -> str:
-    """`command` (a shell command line) run with no network, and with /home and `home` (a
-    shell word: the sandbox user's home folder) read-only. Every shell started at login
+    """`command` (a shell command line) run with no network, no /run, and with /home and
+    `home` (a shell word: the sandbox user's home folder) read-only. Every shell started at login
     reads files there (~/.profile, ~/.bashrc, ~/.local/bin on the PATH): were they
     writable, model code could plant what a later command of the bot's runs outside."""
-    script = shlex.quote(READ_ONLY_HOMES)
+    script = shlex.quote(LOCK_DOWN)
     return (
         f"/usr/bin/unshare --user --map-root-user --net --mount -- "
         f"/bin/bash --noprofile --norc -c {script} sci {home} {command}"
