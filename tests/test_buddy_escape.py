@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -157,4 +158,37 @@ async def test_model_code_cannot_reach_the_users_services(sandbox_root: Path) ->
                 result = await sandbox.run_code(language, code, 20)
                 assert result.exit_code != 0
             assert connected == 1
+        await sandbox.destroy()
+
+
+LINK_THE_FILE = "ln -s /home/buddy/.bash_profile /buddy/work/uploads/data.csv"
+LINK_THE_FOLDER = "rm -rf /buddy/work/uploads && ln -s /home/buddy /buddy/work/uploads"
+
+
+@pytest.mark.parametrize("plant", [LINK_THE_FILE, LINK_THE_FOLDER], ids=["file", "folder"])
+async def test_an_upload_does_not_follow_a_link_model_code_planted(
+    sandbox_root: Path, plant: str
+) -> None:
+    """An upload goes where the bot says, not where a link model code left there points
+    (the file's content may be a payload: a hostile CSV's)."""
+    async with (
+        listening() as server,
+        FakeBuddy(sandbox_root, boot_delay_s=0.05, vm_shell=VmShell(login=True)) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("upload-link"))
+        await sandbox.run_code("bash", f"mkdir -p /buddy/work/uploads && {plant}", 20)
+        content = payload(server.port).encode()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield content
+
+        await sandbox.upload("/buddy/work/uploads/data.csv", chunks())
+        later = await sandbox.run_code("bash", "cat /buddy/work/uploads/data.csv", 20)
+        assert later.stdout.text == content.decode()
+        assert escaped(fake, sandbox) == ""
+        vm = fake.sandboxes[sandbox.id].vm
+        assert vm is not None
+        assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
+        assert (vm.work / "uploads").is_dir() and not (vm.work / "uploads").is_symlink()
         await sandbox.destroy()

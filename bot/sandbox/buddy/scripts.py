@@ -161,6 +161,23 @@ def run_script(
     )
 
 
+def clear_way_script(target: str, work_dir: str = WORK_DIR) -> str:
+    """The BASH command, run before an upload to `target`, that removes the links model
+    code may have left in its way (Buddy's upload would follow them): at `target`, or in
+    place of a folder between `work_dir` and it. It prints `removed` if it removed any."""
+    q = shlex.quote
+    relative = posixpath.relpath(posixpath.dirname(target), work_dir)
+    lines = [f"cd -P {q(work_dir)} || exit 1"]
+    for part in [] if relative == "." else relative.split("/"):
+        lines += [_unlink(part), f"cd -P {q(part)} 2>/dev/null || exit 0"]  # made next
+    return PRELUDE + "\n".join([*lines, _unlink(posixpath.basename(target))]) + "\n"
+
+
+def _unlink(name: str) -> str:
+    word = shlex.quote(name)
+    return f"if [ -L {word} ]; then rm -f -- {word} && echo removed; fi"
+
+
 # -- the kernel's scripts (see `kernel`) --
 
 KERNEL_MEMORY_SHARE = 0.75  # of the sandbox's memory: past it, MemoryError, state kept
