@@ -192,3 +192,23 @@ async def test_an_upload_does_not_follow_a_link_model_code_planted(
         assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
         assert (vm.work / "uploads").is_dir() and not (vm.work / "uploads").is_symlink()
         await sandbox.destroy()
+
+
+async def test_a_kernel_starts_in_its_own_folder_not_through_a_link(sandbox_root: Path) -> None:
+    """The kernel's launcher writes its files where the bot says, even if model code put
+    a link in place of the kernels' folder."""
+    async with (
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("kernel-root"))
+        link = "ln -s /home/buddy /buddy/work/.cache/kernel && echo planted"
+        plant = f"rm -rf /buddy/work/.cache/kernel && mkdir -p /buddy/work/.cache && {link}"
+        first = await sandbox.run_code("bash", plant, 20)
+        assert first.stdout.text == "planted\n", first.stderr.text
+        cell = await sandbox.run_code("python", "print('cell')", 20)
+        vm = fake.sandboxes[sandbox.id].vm
+        assert vm is not None
+        assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
+        assert cell.stdout.text == "cell\n", cell.stderr.text
+        await sandbox.destroy()

@@ -165,12 +165,18 @@ def clear_way_script(target: str, work_dir: str = WORK_DIR) -> str:
     """The BASH command, run before an upload to `target`, that removes the links model
     code may have left in its way (Buddy's upload would follow them): at `target`, or in
     place of a folder between `work_dir` and it. It prints `removed` if it removed any."""
+    return PRELUDE + _clear_way(target, work_dir) + " || exit 1\n"
+
+
+def _clear_way(target: str, work_dir: str) -> str:
+    """A subshell that removes the links at `target` and in place of the folders on its
+    way from `work_dir` (the caller's cwd stays)."""
     q = shlex.quote
     relative = posixpath.relpath(posixpath.dirname(target), work_dir)
     lines = [f"cd -P {q(work_dir)} || exit 1"]
     for part in [] if relative == "." else relative.split("/"):
         lines += [_unlink(part), f"cd -P {q(part)} 2>/dev/null || exit 0"]  # made next
-    return PRELUDE + "\n".join([*lines, _unlink(posixpath.basename(target))]) + "\n"
+    return "(\n" + "\n".join([*lines, _unlink(posixpath.basename(target))]) + "\n)"
 
 
 def _unlink(name: str) -> str:
@@ -196,12 +202,14 @@ def kernel_script(
 ) -> str:
     """The BASH command that starts a kernel: its files are written to `folder`, then it
     runs as a snippet does (clean environment, no network unless `network`, its process
-    group killed on terminate) and serves cells through the FIFO it makes there."""
+    group killed on terminate) and serves cells through the FIFO it makes there. Links
+    model code left in place of the folder or above it are removed first; the files are
+    written only once in the folder for real."""
     q = shlex.quote
     files = ""
-    for name, data in KERNEL_FILES.items():
+    for name, data in KERNEL_FILES.items():  # in the folder, the cwd by then
         text = data.decode()
-        files += _heredoc(q(f"{folder}/{name}"), text, _token(text, new_token))
+        files += _heredoc(q(name), text, _token(text, new_token))
     args = (
         f"--fifo {q(folder)} --output-bytes {output_bytes} "
         f"--memory-share {KERNEL_MEMORY_SHARE} --out-dir {q(work_dir + '/out')}"
@@ -209,7 +217,12 @@ def kernel_script(
     command = f'"$p" {q(f"{folder}/{KERNEL_MAIN}")} {args}'
     return (
         PRELUDE
+        + f"k={q(folder)}\n"
+        + _clear_way(folder, work_dir)
+        + " >/dev/null || exit 1\n"
         + f"mkdir -p {q(folder)} || exit 1\n"
+        + f"{_in_folder(folder, work_dir)} || exit 1\n"
+        + "set -C\n"  # noclobber: each file is made new, never written through a link
         + files
         + _find_program("python")
         + _supervised(command, timeout_s, work_dir, cleanup=":", network=network)
