@@ -212,3 +212,23 @@ async def test_a_kernel_starts_in_its_own_folder_not_through_a_link(sandbox_root
         assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
         assert cell.stdout.text == "cell\n", cell.stderr.text
         await sandbox.destroy()
+
+
+async def test_the_work_folder_cannot_be_swapped_for_a_link(sandbox_root: Path) -> None:
+    """/buddy/work is where every command of the bot's writes (the kernel, uploads): model
+    code must not be able to move it away and put a link in its place."""
+    async with (
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("work-link"))
+        swap = "cd / && mv /buddy/work /buddy/moved && ln -s /home/buddy /buddy/work"
+        first = await sandbox.run_code("bash", swap, 20)
+        assert first.exit_code != 0
+        cell = await sandbox.run_code("python", "print('cell')", 20)
+        vm = fake.sandboxes[sandbox.id].vm
+        assert vm is not None
+        assert sorted(p.name for p in (vm.home / "disk/home/buddy").iterdir()) == []
+        assert cell.stdout.text == "cell\n", cell.stderr.text
+        assert vm.work.is_dir() and not vm.work.is_symlink()
+        await sandbox.destroy()

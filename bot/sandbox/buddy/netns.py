@@ -26,16 +26,22 @@ NO_NAMESPACE = (
 )
 NO_READ_ONLY = "cannot make the home folders read-only for model code; it does not run"
 NO_HIDDEN_RUN = "cannot hide /run from model code; it does not run"
+NO_PINNED_WORK = "cannot pin the work folder for model code; it does not run"
 # Writable for model code, so never made read-only even if they are someone's home.
 KEPT_WRITABLE = ("/", "/buddy", "/buddy/work", "/tmp")
-# Runs as root of a first namespace (network, mounts): binds /home and the home folder
-# (its $1) read-only and hides /run (the sockets of services outside the namespace, which
-# a network namespace does not cut off: the user's session bus and systemd manager in
-# /run/user, docker's) under an empty tmpfs, then runs the command ("$@" after it) in a
-# namespace nested in that one. There those mounts are locked, as the kernel locks what a
-# less privileged mount namespace inherits: model code cannot unmount them or make them
-# writable again. The command gets the environment without what this bash adds to it.
+# Runs as root of a first namespace (network, mounts), in the work folder. It binds that
+# onto itself (a mount point cannot be moved away and replaced with a link), /home and
+# the home folder (its $1) read-only, and hides /run under an empty tmpfs: the sockets of
+# services outside the namespace (the user's session bus and systemd manager in
+# /run/user, docker's), which a network namespace does not cut off. Then it runs the
+# command ("$@" after it) in a namespace nested in that one, where those mounts are
+# locked, as the kernel locks what a less privileged mount namespace inherits: model code
+# cannot unmount them, move them or make them writable again. The command gets the
+# environment without what this bash adds to it.
 LOCK_DOWN = f"""h=$1; shift
+w=$(pwd -P)
+/usr/bin/mount --rbind "$w" "$w" && cd "$w" \\
+  || {{ echo {shlex.quote(NO_PINNED_WORK)} >&2; exit 126; }}
 for d in /home "$h"; do
   case $d in {"|".join(KEPT_WRITABLE)}|"") continue;; esac
   [ -d "$d" ] || continue
