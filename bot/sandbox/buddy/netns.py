@@ -6,8 +6,9 @@ namespace of their own, which holds only a loopback interface that is down:
 `unshare --user --map-root-user --net` (util-linux) makes it without root, through an
 unprivileged user namespace. First boot and setup commands keep the network.
 
-Model code also sees /home and the sandbox user's home read-only (`offline`), so that it
-cannot leave behind what a later shell of the bot's would run outside the namespace.
+Model code also sees /home and the sandbox user's home read-only, no /run, and its work
+folder as a mount point (`offline`), so that it cannot leave behind what a later command
+of the bot's would run outside the namespace, nor reach services outside it.
 
 The first boot checks that this works for the user commands run as, lifting Ubuntu
 24.04's AppArmor restriction on unprivileged user namespaces where it is on (it needs
