@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import shlex
 
+from bot.sandbox.base import WORK_DIR
+
 RESTRICTION = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 NO_NAMESPACE = (
     "model code cannot get a network namespace of its own here (unshare needs "
@@ -41,7 +43,7 @@ KEPT_WRITABLE = ("/", "/buddy", "/buddy/work", "/tmp")
 # environment without what this bash adds to it.
 LOCK_DOWN = f"""h=$1; shift
 w=$(pwd -P)
-/usr/bin/mount --rbind "$w" "$w" && cd "$w" \\
+[ "$w" = / ] || /usr/bin/mount --rbind "$w" "$w" && cd "$w" \\
   || {{ echo {shlex.quote(NO_PINNED_WORK)} >&2; exit 126; }}
 for d in /home "$h"; do
   case $d in {"|".join(KEPT_WRITABLE)}|"") continue;; esac
@@ -72,7 +74,8 @@ def offline(command: str, home: str = '"$h"') -> str:
 
 def first_boot_check(user_var: str = "u") -> list[str]:
     """First-boot lines that make sure `$user_var` (the user commands run as) can make the
-    namespaces; they exit 1 with a message if it cannot. Safe under `set -e`."""
+    namespaces, from the work folder as a snippet does; they exit 1 with a message if it
+    cannot. Safe under `set -e`."""
     f = RESTRICTION
     return [
         f'if [ "$(cat {f} 2>/dev/null)" = 1 ]; then',
@@ -82,6 +85,6 @@ def first_boot_check(user_var: str = "u") -> list[str]:
         f'if [ "$(id -u)" = 0 ] && [ "${user_var}" != root ]; then',
         f'  n="runuser -u ${user_var} --"',
         "fi",
-        f"$n {offline('/bin/true', home='/home')} 2>/dev/null "
+        f"( cd {WORK_DIR} && $n {offline('/bin/true', home='/home')} ) 2>/dev/null "
         f"|| {{ echo {shlex.quote(NO_NAMESPACE)} >&2; exit 1; }}",
     ]
