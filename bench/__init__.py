@@ -11,8 +11,8 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def sandbox_root() -> Iterator[Path]:
-    """A temporary folder for sandboxes that the sandbox user (uid 65534 when the bot runs
-    as root) can reach; removed afterwards."""
+    """A temporary folder for sandboxes that the sandbox users (uids from 200000 when the
+    bot runs as root) can reach; removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o711)
         yield Path(tmp)

@@ -165,6 +165,9 @@ class SleepyProvider:
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         return [SandboxInfo(i, None) for i in self.sandboxes]
 
+    def waiting_for_slot(self, session_key: str) -> int:
+        return 0  # no cap on live sandboxes here
+
     async def destroy_id(self, sandbox_id: str) -> None:
         self.sandboxes.pop(sandbox_id, None)
 

@@ -36,8 +36,19 @@ def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
     rules = FetchRules(parse_networks(settings.repo_allowed_addresses), settings.repo_max_bytes)
-    limits = Limits(disk_bytes=settings.sandbox_disk_bytes)
-    return LocalProvider(settings.sandbox_root, limits, fetch_rules=rules)
+    limits = Limits(
+        disk_bytes=settings.sandbox_disk_bytes,
+        max_files=settings.sandbox_max_files,
+        sandbox_memory_bytes=settings.sandbox_memory_bytes,
+        max_commands=settings.sandbox_max_commands,
+    )
+    return LocalProvider(
+        settings.sandbox_root,
+        limits,
+        max_sandboxes=settings.max_sandboxes,
+        wait_s=settings.sandbox_wait_s,
+        fetch_rules=rules,
+    )
 
 
 def build_coordinator(settings: Settings) -> Coordinator:

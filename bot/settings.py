@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
+    # Origins besides Slack's own a file download may be redirected to, without the token:
+    # a test stand-in for Slack's CDN (comma-separated, e.g. http://127.0.0.2:8002). Empty:
+    # Slack's https hosts only.
+    slack_cdn_origins: str = ""
     # agent: thread status and one streamed message per run; classic: a message per step
     slack_ui: Literal["agent", "classic"] = "agent"
 
@@ -43,6 +47,11 @@ class Settings(BaseSettings):
     sandbox_root: Path = Path("/tmp/slack-code-interpreter/sandboxes")
     sandbox_tag: str = "slack-code-interpreter"
     sandbox_disk_bytes: int = Field(default=5 << 30, gt=0)  # a local session's files, at most
+    sandbox_max_files: int = Field(default=200_000, gt=0)  # and their inodes, at most
+    sandbox_memory_bytes: int = Field(default=8 << 30, gt=0)  # all of a local sandbox's memory
+    sandbox_max_commands: int = Field(default=8, gt=0)  # detached commands at once, per sandbox
+    max_sandboxes: int = Field(default=32, gt=0)  # live local sandboxes per bot process
+    sandbox_wait_s: float = Field(default=120, ge=0)  # a new one waits this long for a slot
     spool_dir: Path = Path("/tmp/slack-code-interpreter/spool")  # files on their way in
 
     buddy_token: SecretStr | None = None
@@ -76,6 +85,8 @@ class Settings(BaseSettings):
     allowed_channels: str = ""  # comma-separated Slack ids; empty: every channel
     allowed_users: str = ""  # comma-separated Slack user ids; empty: everyone
     allow_dms: bool = True
+    # Stop: true lets anyone allowed to use the bot stop a run; false, only its asker.
+    stop_by_anyone: bool = False
     max_file_bytes: int = Field(default=200 << 20, gt=0)
     max_files_per_thread: int = Field(default=20, gt=0)
     repo_hosts: str = ""  # comma-separated host names /analyze may fetch from; empty: any

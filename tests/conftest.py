@@ -18,7 +18,7 @@ LEFTOVER_GRACE_S = 5.0  # a sandbox killed by the last test may take a moment to
 def sandbox_root() -> Iterator[Path]:
     """A sandbox root the unprivileged sandbox uid can reach.
 
-    When tests run as root the sandbox runs as uid 65534, and bwrap (running as that uid)
+    When tests run as root each sandbox runs as a uid of its own, and bwrap (running as it)
     must be able to walk to the folders it mounts; pytest's tmp_path sits under a 0700
     folder, so it cannot be used here.
     """

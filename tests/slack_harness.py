@@ -131,6 +131,8 @@ async def fake_world(
             slack_bot_token="xoxb-test-token",
             slack_app_token="xapp-1-A0FAKE001-1-test",
             slack_api_url=slack.api_url,
+            # the fake CDN stands in for Slack's (plain http, another origin): reachable
+            slack_cdn_origins=slack.cdn.base_url if slack.cdn else "",
             orphan_cleanup=False,
             store_path=root / "sessions.db",
             # the default UI (tests of the classic one ask for it), paced to the fake's tiers

@@ -12,7 +12,13 @@ from typing import Any
 from bot.agent.events import RunFinished, ToolCallStarted
 from bot.compose import Runtime
 from bot.sessions.engine import Engine
-from bot.sessions.events import BudgetSpent, RunStarted, RunStopped, SessionEvent
+from bot.sessions.events import (
+    BudgetSpent,
+    RunStarted,
+    RunStopped,
+    SandboxWaiting,
+    SessionEvent,
+)
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, file_chunks, settings_for
@@ -122,6 +128,30 @@ async def test_stop_ends_a_wait_on_a_detached_command_at_once(sandbox_root: Path
     assert len(fake.requests) == 2  # the wait held the model back: no turn per poll
 
 
+async def test_a_thread_over_max_sandboxes_is_told_it_waits_and_then_answered(
+    sandbox_root: Path,
+) -> None:
+    """MAX_SANDBOXES=1: the second thread's run waits for the first thread's sandbox to go
+    (here: reaped when it goes quiet), says so, and then answers; nothing is lost."""
+
+    def script(req):
+        if req.tool_results():
+            return Reply([text("counted")])
+        return Reply([tool_use("run_code", {"language": "bash", "code": "echo 1"})])
+
+    other = "T1:C1:100.2"
+    limits = {"max_sandboxes": 1, "session_idle_timeout": 0.5}
+    async with engine_on(script, sandbox_root, **limits) as (engine, views, _, _fake):
+        assert isinstance(await (await engine.ask(KEY, "first", user="U1")), RunFinished)
+        engine.lifecycle.start_reaper(0.2)
+        second = await engine.ask(other, "second", user="U2")
+        waiting = await views.wait_for(SandboxWaiting)
+        result = await asyncio.wait_for(second, 30)
+        await engine.close(other)
+    assert waiting == SandboxWaiting(1)
+    assert isinstance(result, RunFinished) and result.answer == "counted"
+
+
 async def test_budgets_and_continue_allowances_live_in_the_store(sandbox_root: Path) -> None:
     def script(req):
         return Reply([text("cheap answer")])
@@ -132,8 +162,9 @@ async def test_budgets_and_continue_allowances_live_in_the_store(sandbox_root: P
         assert await (await engine.ask(KEY, "second", user="U1")) is None
         spent = views.of(BudgetSpent)[0]
         assert spent.scope == "thread" and spent.continue_usd == 1.0
-        continued = await engine.continue_run(KEY, "U1")
+        continued = await engine.continue_run(KEY, "U1", "run:r1")
         assert continued is not None and isinstance(await continued, RunFinished)
+        assert await engine.continue_run(KEY, "U2", "run:r1") is None  # that button is used
         assert len(fake.requests) == 2
         session = await store.get_session(KEY)
     assert session is not None and session.granted_usd == 1.0

@@ -124,7 +124,9 @@ def bot_blocks() -> list[list[dict[str, Any]]]:
         render.tool_started(1, STARTED)[1],
         render.tool_finished(1, STARTED, ENDED)[1],
         render.tool_started(2, ESCAPED)[1],  # escaping makes it longer
-        render.continue_button("note " * 1000, "T0FAKE001:C0CHAN001:1767225600.000100", 9.99),
+        render.continue_button(
+            "note " * 1000, "T0FAKE001:C0CHAN001:1767225600.000100", 9.99, "run:" + "r" * 12
+        ),
         [render.context(render.footer(DONE, 12.0)), render.feedback("r" * 200)],
         [render.stop_button("r" * 200)],
         *(blocks for _, blocks in render.answer_messages(DONE, 12.0)),

@@ -86,7 +86,8 @@ async def test_a_redelivery_on_the_other_replica_is_ignored(
 async def test_stop_clicked_on_the_replica_not_running_the_run(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with replicas(script, sandbox_root, monkeypatch, slack_ui="classic") as r:
+    overrides = {"slack_ui": "classic", "stop_by_anyone": True}  # U0HUMAN02 did not ask
+    async with replicas(script, sandbox_root, monkeypatch, **overrides) as r:
         thread, owner = await mention(r, "slow")
         await r.h.wait_for_text(thread, "Step 1", timeout=30)
         status = next(m for m in r.h.bot_messages(thread) if "Working on it" in m.get("text", ""))

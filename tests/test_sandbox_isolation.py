@@ -204,6 +204,22 @@ async def test_network_is_unreachable(local_sandbox: LocalSandbox) -> None:
     await still_works(local_sandbox)
 
 
+def processes_of(sandbox: LocalSandbox, *tokens: str) -> list[str]:
+    """Command lines of `sandbox`'s processes mentioning one of `tokens`: as root each
+    sandbox has a uid of its own (other suites on the machine run snippets too)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        mine = sandbox.uid is None or f"\nUid:\t{sandbox.uid}\t" in status
+        if mine and any(t in cmdline for t in tokens) and "pytest" not in cmdline:
+            found.append(cmdline)
+    return found
+
+
 def host_processes_of_uid(uid: int) -> int:
     count = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -230,21 +246,22 @@ async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
     # The classic form returns at once: the snippet's end tears the namespace down.
     quick = await local_sandbox.run_code("bash", ":(){ :|:& };:", timeout_s=3)
     assert quick.status == "ok"
-    leftover = lambda: host_processes_with("/buddy/.run/main.sh")  # noqa: E731
+    leftover = lambda: processes_of(local_sandbox, "/buddy/.run/main.sh")  # noqa: E731
     assert await eventually(lambda: leftover() == []), leftover()
 
     # Kept alive, it runs into RLIMIT_NPROC until the wall-clock timeout kills everything.
-    baseline = host_processes_of_uid(65534)  # other host processes of "nobody", if any
+    uid = local_sandbox.uid if local_sandbox.uid is not None else os.getuid()
+    baseline = host_processes_of_uid(uid)  # other host processes of that uid, if any
     started = time.monotonic()
     task = asyncio.create_task(local_sandbox.run_code("bash", ":(){ :|:& };:; sleep 30", 3))
     await asyncio.sleep(1.5)
     if os.geteuid() == 0:
-        assert host_processes_of_uid(65534) <= Limits().processes
+        assert host_processes_of_uid(uid) <= Limits().processes
     result = await task
     assert result.status == "timeout"
     assert time.monotonic() - started < 6
     assert await eventually(lambda: leftover() == []), leftover()
-    assert await eventually(lambda: host_processes_of_uid(65534) <= baseline)
+    assert await eventually(lambda: host_processes_of_uid(uid) <= baseline)
     await still_works(local_sandbox)
 
 
@@ -326,7 +343,7 @@ async def test_timeout_kills_the_whole_tree(local_sandbox: LocalSandbox) -> None
     )
     assert second.status == "timeout"
     # nothing of that call is left that could write `late` later
-    snippet = lambda: host_processes_with("/buddy/.run/main.sh") + host_processes_with("sleep 0.51")  # noqa: E731
+    snippet = lambda: processes_of(local_sandbox, "/buddy/.run/main.sh", "sleep 0.51")  # noqa: E731
     assert await eventually(lambda: snippet() == []), snippet()
     assert "late" not in {entry.name for entry in await local_sandbox.list_dir(WORK_DIR)}
     await still_works(local_sandbox)
@@ -385,8 +402,9 @@ async def test_no_nested_namespaces_or_privileges(local_sandbox: LocalSandbox) -
 async def test_sandbox_runs_as_an_unprivileged_host_uid(
     local_sandbox: LocalSandbox, sandbox_root: Path
 ) -> None:
-    # As root the sandbox switches to "nobody" (RLIMIT_NPROC does not bind uid 0).
-    expected = 65534 if os.geteuid() == 0 else os.getuid()
+    # As root each sandbox switches to a uid of its own (RLIMIT_NPROC does not bind uid 0).
+    expected = local_sandbox.uid if os.geteuid() == 0 else os.getuid()
+    assert expected not in (None, 0)
     await local_sandbox.run_code("bash", "echo x > owned.txt", timeout_s=10)
     assert (sandbox_root / local_sandbox.id / "work" / "owned.txt").stat().st_uid == expected
 

@@ -154,14 +154,18 @@ async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> 
         thread = await mention_with_csv(h)
         await h.slack.wait_for(lambda: streamed(h, thread), 20)
         [live] = streamed(h, thread)
-        await h.slack.click_button(live, "stop_run", user="U0HUMAN02")
-        await h.wait_for_text(thread, "Stopped by <@U0HUMAN02>")
-        await h.slack.click_button(live, "stop_run", user="U0HUMAN03")
+        await h.slack.click_button(live, "stop_run", user="U0HUMAN02")  # not the asker's
         await h.slack.wait_for(lambda: h.slack.ephemerals)
+        assert h.runs(thread)[0][1] is None  # still going
+        await h.slack.click_button(live, "stop_run")
+        await h.wait_for_text(thread, "Stopped by <@U0HUMAN01>")
+        await h.slack.click_button(live, "stop_run")
+        await h.slack.wait_for(lambda: len(h.slack.ephemerals) == 2)
 
     assert h.slack.streams[live["ts"]].stopped
-    assert "already ended" in h.slack.ephemerals[0]["text"]
-    assert h.slack.ephemerals[0]["user"] == "U0HUMAN03"
+    refused, ended = h.slack.ephemerals
+    assert refused["user"] == "U0HUMAN02" and "Only <@U0HUMAN01>" in refused["text"]
+    assert ended["user"] == "U0HUMAN01" and "already ended" in ended["text"]
 
 
 async def test_slacks_own_stop_stops_the_run(sandbox_root: Path, monkeypatch, caplog) -> None:

@@ -255,6 +255,17 @@ async def test_continue_allowances_add_up_and_survive_saves(store: Store) -> Non
         await store.grant("T9:C9:9.0", 1.0)
 
 
+async def test_a_continue_button_grants_once_even_when_clicks_race(store: Store) -> None:
+    await store.save_session(session())
+    clicks = [store.grant_once("T1:C1:1.0", "run-a", 2.0) for _ in range(5)]
+    assert sorted(await asyncio.gather(*clicks)) == [False] * 4 + [True]
+    assert await store.grant_once("T1:C1:1.0", "run-b", 0.5)  # another button: its own grant
+    assert not await store.grant_once("T1:C1:1.0", "run-a", 2.0)
+    assert (await store.get_session("T1:C1:1.0")).granted_usd == 2.5  # type: ignore[union-attr]
+    with pytest.raises(NotFound):
+        await store.grant_once("T9:C9:9.0", "run-c", 1.0)
+
+
 async def test_turn_costs_are_summed_into_the_session(store: Store) -> None:
     await store.save_session(session("T:C:1", last=2.0))
     await store.save_session(session("T:C:2", last=1.0))
@@ -593,6 +604,7 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         assert schema_version(conn) == len(MIGRATIONS)
         assert tables(conn) == {
             "sessions", "history", "files", "runs", "turns", "tool_calls", "queue", "feedback",
+            "continues",
             "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()

@@ -30,6 +30,15 @@ TAKE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', K
 DROP = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 )
+# All of an event's ids marked seen at once, or none: marked one by one, two replicas given
+# the same event could each mark one id first, and neither would handle it.
+SEE = """
+for _, key in ipairs(KEYS) do
+  if redis.call('exists', key) == 1 then return 0 end
+end
+for _, key in ipairs(KEYS) do redis.call('set', key, ARGV[1], 'EX', ARGV[2]) end
+return 1
+"""
 
 
 class RedisCoordinator:
@@ -95,11 +104,8 @@ class RedisCoordinator:
         return bool(await self._r.publish(self._inbox(replica), json.dumps(message)))
 
     async def first_time(self, *ids: str) -> bool:
-        fresh = True
-        for event_id in filter(None, ids):
-            key = f"{self._prefix}seen:{event_id}"
-            fresh = bool(await self._r.set(key, self.replica, nx=True, ex=SEEN_S)) and fresh
-        return fresh
+        keys = [f"{self._prefix}seen:{event_id}" for event_id in filter(None, ids)]
+        return not keys or bool(await self._r.eval(SEE, len(keys), *keys, self.replica, SEEN_S))
 
     async def job(self, name: str) -> bool:
         lease = self._lease("job", name)

@@ -156,6 +156,11 @@ class SandboxProvider(Protocol):
 
     async def destroy_id(self, sandbox_id: str) -> None: ...
 
+    def waiting_for_slot(self, session_key: str) -> int:
+        """While the session's new sandbox waits because the bot runs as many as it may at
+        once: that number (MAX_SANDBOXES); else 0."""
+        ...
+
     async def close(self) -> None: ...
 
 

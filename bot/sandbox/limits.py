@@ -17,13 +17,17 @@ KERNEL_GRACE_S = 3.0
 class Limits:
     cpu_s: int = 300  # RLIMIT_CPU, per process
     memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
-    processes: int = 256  # RLIMIT_NPROC, counted per host uid (shared by concurrent sandboxes)
+    sandbox_memory_bytes: int = 8 << 30  # all of a sandbox's memory, where cgroups allow
+    processes: int = 256  # RLIMIT_NPROC, per host uid: per sandbox when the bot is root
     file_size_bytes: int = 1 << 30  # RLIMIT_FSIZE
+    # RLIMIT_NOFILE, per process: the host's inherited hard limit (often 500k) times the
+    # process cap could fill the host's whole file table (fs.file-max), for every session.
+    open_files: int = 1024
     disk_bytes: int = 5 << 30  # a session's folders together (quota.py); caps one file too
     output_bytes: int = 1 << 20  # per captured stream: head + tail kept, the rest counted
-    tmp_bytes: int = 512 << 20  # size of the private /tmp tmpfs (it lives in RAM)
-    shm_bytes: int = 64 << 20  # size of /dev/shm
     command_max_s: float = 6 * 3600  # wall-clock cap for detached commands
+    max_commands: int = 8  # detached commands running at once in one sandbox
+    max_files: int = 200_000  # inodes (files, folders, links) in a session's folders
     kernel_grace_s: float = KERNEL_GRACE_S
 
     def prlimit_args(self, *, cpu: bool = True) -> list[str]:
@@ -35,5 +39,6 @@ class Limits:
             f"--as={self.memory_bytes * ADDRESS_SPACE_FACTOR}",
             f"--nproc={self.processes}",
             f"--fsize={min(self.file_size_bytes, self.disk_bytes)}",
+            f"--nofile={self.open_files}",
             "--core=0",
         ]

@@ -162,11 +162,16 @@ class Engine:
             thread.worker = asyncio.create_task(self._work(key, thread))
         return waiter
 
-    async def continue_run(self, key: str, user: str) -> asyncio.Future[RunResult] | None:
-        """The Continue button: one more run's allowance for the thread, and the run goes on."""
+    async def continue_run(
+        self, key: str, user: str, grant_id: str
+    ) -> asyncio.Future[RunResult] | None:
+        """The Continue button: one more run's allowance for the thread, and the run goes on.
+        Each button (`grant_id`) grants once, across replicas and restarts; None when
+        nothing was granted (used before, unknown thread, shutting down)."""
         if not self.accepting or not await self.knows(key):
             return None
-        await self._store.grant(key, self._budgets.run_usd)
+        if not await self._store.grant_once(key, grant_id, self._budgets.run_usd):
+            return None
         return await self.ask(key, CONTINUE_QUESTION, user=user)
 
     async def stop(self, run_id: str, by: str) -> bool:

@@ -59,8 +59,22 @@ class SandboxSuspended:
     kept_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class SandboxWaiting:
+    """The run waits for a sandbox: the bot runs `limit` (MAX_SANDBOXES) already."""
+
+    limit: int
+
+
 SessionEvent = (
-    Event | RunStarted | OutputsReady | RunStopped | RunInterrupted | BudgetSpent | SandboxSuspended
+    Event
+    | RunStarted
+    | OutputsReady
+    | RunStopped
+    | RunInterrupted
+    | BudgetSpent
+    | SandboxSuspended
+    | SandboxWaiting
 )
 
 

@@ -22,3 +22,12 @@ def fresh_sandbox(files: list[DataFile]) -> str:
         f"in {WORK_DIR}, report.md, out/) is gone. The files given to you were taken in "
         f"again: {names}."
     )
+
+
+def not_posted(path: str, kind: str) -> str:
+    """A deliverable that was not a regular file (a link, a folder): it was not posted."""
+    what = {"link": "a symbolic link", "dir": "a folder"}.get(kind, "not a regular file")
+    return (
+        f"Note: {path} was {what}, not a regular file, so it was not posted to the thread. "
+        "Write deliverables as regular files (links are never followed)."
+    )

@@ -24,17 +24,17 @@ from bot.datacard import CardTap
 from bot.errors import SandboxGone, SandboxPathError
 from bot.sandbox.base import (
     OUT_DIR,
-    REPORT_PATH,
     UPLOADS_DIR,
     WORK_DIR,
+    FileEntry,
     Sandbox,
     SandboxProvider,
     SandboxSpec,
 )
-from bot.sessions.events import Outputs
+from bot.sessions.events import Outputs, SandboxWaiting
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
-from bot.sessions.notes import STOPPED, fresh_sandbox
+from bot.sessions.notes import STOPPED, fresh_sandbox, not_posted
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -79,6 +79,7 @@ class Session:
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
         self._background: asyncio.Task[None] | None = None
+        self._reporter: Reporter | None = None  # the run's, while one goes
 
     @property
     def files(self) -> list[DataFile]:
@@ -115,6 +116,7 @@ class Session:
         """The sandbox, once it exists and every file queued for it has arrived."""
         self.start()
         assert self._sandbox_task is not None
+        await self._tell_if_held_back(self._sandbox_task)
         sandbox = await asyncio.shield(self._sandbox_task)
         while self._uploads:
             pending = list(self._uploads)
@@ -123,6 +125,14 @@ class Session:
             finally:
                 self._uploads = [task for task in self._uploads if not task.done()]
         return sandbox
+
+    async def _tell_if_held_back(self, task: asyncio.Task[Sandbox]) -> None:
+        """A new sandbox waiting for one of the MAX_SANDBOXES slots: the run says so, once."""
+        while self._reporter is not None and not task.done():
+            if held_back := self._provider.waiting_for_slot(self.key):
+                await self._reporter(SandboxWaiting(held_back))  # type: ignore[arg-type]
+                return
+            await asyncio.wait({task}, timeout=0.25)
 
     @property
     def sandbox_id(self) -> str | None:
@@ -194,18 +204,37 @@ class Session:
             await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
-            return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
+            self._reporter = reporter
+            try:
+                return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
+            finally:
+                self._reporter = None
 
     async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
-        """report.md (if written), then each file in out/: (safe name, byte stream)."""
+        """report.md (if written), then each file in out/: (safe name, byte stream). Links
+        and other non-files are not posted; the model is told with its next question."""
         sandbox = await self.sandbox()
-        work = await sandbox.list_dir(WORK_DIR)
-        sources = [REPORT_PATH] if any(e.name == "report.md" for e in work) else []
+        work = {entry.name: entry for entry in await sandbox.list_dir(WORK_DIR)}
+        sources = self._deliverables([work["report.md"]] if "report.md" in work else [], WORK_DIR)
         with contextlib.suppress(SandboxPathError):
             entries = await sandbox.list_dir(OUT_DIR)
-            sources += [f"{OUT_DIR}/{e.name}" for e in entries if e.kind == "file"]
+            sources += self._deliverables([e for e in entries if e.kind != "dir"], OUT_DIR)
         for source in sources:
-            yield safe_name(source.rsplit("/", 1)[-1], set()), sandbox.download(source)
+            chunks = await _opened(sandbox.download(source))
+            if chunks is None:  # it changed since the listing (into a link, say)
+                self._notes.append(not_posted(source, "other"))
+                continue
+            yield safe_name(source.rsplit("/", 1)[-1], set()), chunks
+
+    def _deliverables(self, entries: list[FileEntry], folder: str) -> list[str]:
+        """The paths of the regular files among `entries`; the others noted for the model."""
+        paths = []
+        for entry in entries:
+            if entry.kind == "file":
+                paths.append(f"{folder}/{entry.name}")
+            else:
+                self._notes.append(not_posted(f"{folder}/{entry.name}", entry.kind))
+        return paths
 
     async def suspend(self) -> None:
         """Destroy the sandbox but keep the conversation; the next `start` makes a new one."""
@@ -269,6 +298,25 @@ class Session:
 def _base(path: str) -> str:
     """The file's safe name in the sandbox: what its card calls it."""
     return path.rsplit("/", 1)[-1]
+
+
+async def _opened(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes] | None:
+    """`chunks` with its first chunk read, so a path that is no regular file any more
+    fails here (None) rather than in the middle of posting."""
+    try:
+        first = await anext(chunks)
+    except StopAsyncIteration:
+        first = b""
+    except SandboxPathError:
+        return None
+    return _prepend(first, chunks)
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk
 
 
 async def _again(intake: Intake) -> AsyncIterator[bytes]:

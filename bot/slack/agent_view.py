@@ -139,7 +139,9 @@ class AgentRun:
 
     def _stopped_in_slack(self) -> None:
         """Someone pressed Slack's own stop on the streamed message: they want the run
-        stopped, as the Stop button stops it (the engine then shows it stopped)."""
+        stopped, as the Stop button stops it (the engine then shows it stopped). Slack
+        names no one (`stopped_by_user` only); the stream is addressed to the asker
+        (recipient_user_id), so this is taken as the asker's stop, which Stop allows."""
         if self._run_task is not None and not self._run_task.done():
             log.info("run %s stopped from Slack's stop on its message", self._run_id)
             self._run_task.cancel()

@@ -29,7 +29,7 @@ from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
-from bot.slack.handlers import SlackBot
+from bot.slack.handlers import Click, SlackBot
 from bot.slack.policy import Policy
 from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
@@ -115,7 +115,9 @@ def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | 
     @app.command("/analyze")
     async def analyze(ack: Any, command: dict[str, Any]) -> None:
         error = await bot.on_analyze(command)
-        await (ack(text=error, response_type="ephemeral") if error else ack())
+        # the ack goes out through Bolt, not the poster: it is cleaned here
+        said = bot.poster.clean.text(error) if error else None
+        await (ack(text=said, response_type="ephemeral") if said else ack())
 
     @app.event("app_home_opened")
     async def home_opened(event: dict[str, Any]) -> None:
@@ -128,22 +130,19 @@ def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | 
     @app.action(STOP_ACTION)
     async def stop(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        user = body.get("user", {}).get("id", "")
-        channel = body.get("channel", {}).get("id", "")
-        message = body.get("message") or {}
-        thread_ts = message.get("thread_ts") or message.get("ts")
-        await bot.on_stop(action.get("value", ""), user, channel, thread_ts)
+        click = Click.of(body)
+        await bot.on_stop(action.get("value", ""), click.user, click.channel, click.thread_ts)
 
     @app.action(CONTINUE_ACTION)
     async def go_on(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        await bot.on_continue(action.get("value", ""), body.get("user", {}).get("id", ""))
+        await bot.on_continue(action.get("value", ""), Click.of(body))
 
     @app.action(FEEDBACK_ACTION)
     async def feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        user = body.get("user", {}).get("id", "")
-        await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), user)
+        click = Click.of(body)
+        await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), click)
 
     return app
 
@@ -218,7 +217,8 @@ async def serve(
         rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
-    files = SlackFiles(bot_token, settings.slack_api_url, http, client)
+    cdn = Settings.id_list(settings.slack_cdn_origins)
+    files = SlackFiles(bot_token, settings.slack_api_url, http, client, cdn_origins=cdn)
 
     async def asker(run_id: str) -> str:
         run = await store.get_run(run_id)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -42,6 +43,24 @@ EXPLORE = (
     "and quality, and the key findings. Write the report."
 )
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
+RESTARTING = "I'm restarting; try again in a minute."
+
+
+@dataclass(frozen=True)
+class Click:
+    """Who clicked one of the bot's buttons, and where (for a private answer)."""
+
+    user: str
+    channel: str
+    thread_ts: str | None = None
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Click:
+        """From a block_actions payload."""
+        message = body.get("message") or {}
+        channel = (body.get("channel") or {}).get("id") or ""
+        thread_ts = message.get("thread_ts") or message.get("ts")
+        return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)
 
 
 class SlackBot:
@@ -109,7 +128,7 @@ class SlackBot:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
-            return refusal or "I'm restarting; try again in a minute."
+            return refusal or RESTARTING
         url, _, question = (command.get("text") or "").strip().partition(" ")
         if not url:
             return "Usage: `/analyze <https repository URL> [question]`"
@@ -125,8 +144,13 @@ class SlackBot:
         return None
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
-        """The Stop button, handled by the replica running the run."""
+        """The Stop button, handled by the replica running the run: its asker's (or, with
+        STOP_BY_ANYONE, anyone's who may use the bot); others are told, privately."""
         run = await self.store.get_run(run_id) if self.store and run_id else None
+        refusal = self.policy.stop_refusal(channel, user, run.user if run else "")
+        if refusal:
+            await self.poster.ephemeral(channel, user, refusal, thread_ts)
+            return
         stop = {"kind": "stop", "run_id": run_id, "user": user, "channel": channel}
         if run is None or await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
             await self._stop(run_id, user, channel, thread_ts)
@@ -147,7 +171,8 @@ class SlackBot:
                 args = (message["run_id"], message["user"], message["channel"])
                 await self._stop(*args, message.get("thread_ts"))
             case "continue":
-                await self.engine.continue_run(message["key"], message["user"])
+                click = Click(**message["click"])
+                await self._continue(message["key"], message["grant_id"], click)
 
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
@@ -164,20 +189,40 @@ class SlackBot:
         if self.agent is not None and thread.get("channel_id") and thread.get("thread_ts"):
             await self._suggest(thread["channel_id"], thread["thread_ts"])
 
-    async def on_feedback(self, block_id: str, value: str, user: str) -> None:
-        """A click of an answer's feedback buttons, recorded against its run."""
+    async def on_feedback(self, block_id: str, value: str, click: Click) -> None:
+        """A click of an answer's feedback buttons, recorded against its run when the
+        person may use the bot here."""
         run_id = block_id.removeprefix(render.FEEDBACK_BLOCK)
         if self.store is None or not run_id or block_id == run_id:
             return
+        if await self._refused_click(click):
+            return
         try:
-            await self.store.add_feedback(run_id, user, value, time.time())
+            await self.store.add_feedback(run_id, click.user, value, time.time())
         except StoreError as exc:
             log.warning("could not record feedback on run %s: %s", run_id, exc)
 
-    async def on_continue(self, key: str, user: str) -> None:
-        """The Continue button: a further allowance for the thread, and the run goes on."""
-        if await self.router.here(key, {"kind": "continue", "key": key, "user": user}):
-            await self.engine.continue_run(key, user)
+    async def on_continue(self, value: str, click: Click) -> None:
+        """The Continue button: a further allowance for the thread, once per button, from
+        anyone who may use the bot here; the run goes on."""
+        if await self._refused_click(click):
+            return
+        key, grant_id = render.continue_value(value)
+        routed = {"kind": "continue", "key": key, "grant_id": grant_id, "click": vars(click)}
+        if await self.router.here(key, routed):
+            await self._continue(key, grant_id, click)
+
+    async def _continue(self, key: str, grant_id: str, click: Click) -> None:
+        if await self.engine.continue_run(key, click.user, grant_id) is None:
+            said = "That Continue was used already." if self.engine.accepting else RESTARTING
+            await self.poster.ephemeral(click.channel, click.user, said, click.thread_ts)
+
+    async def _refused_click(self, click: Click) -> bool:
+        """Tell someone who may not use the bot here, privately; nothing changes."""
+        refusal = self.policy.refusal(click.channel, click.user)
+        if refusal:
+            await self.poster.ephemeral(click.channel, click.user, refusal, click.thread_ts)
+        return refusal is not None
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

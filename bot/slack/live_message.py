@@ -88,6 +88,8 @@ class LiveMessage:
         continues in further messages, `blocks` under the last. Without a stream, `notes`
         (what the opening tasks said) and the text go out as plain messages."""
         self._ended = True
+        # cleaned whole before it is cut: a secret or a mention across a cut is still caught
+        text = self._poster.clean.text(text)
         await self._settle()
         if self.ts is None:
             for note in notes:

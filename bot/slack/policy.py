@@ -10,6 +10,7 @@ from bot.settings import Settings
 
 NOT_HERE = "Sorry, I'm not enabled in this channel. Ask an admin to add it, or try another one."
 NOT_YOU = "Sorry, I only work for a list of people here, and you're not on it yet."
+NOT_YOURS = "Only <@{asker}> (who asked) can stop this run."
 NO_DMS = "Sorry, I don't work in direct messages here: mention me in a channel instead."
 
 
@@ -18,6 +19,7 @@ class Policy:
     channels: frozenset[str] = field(default_factory=frozenset)  # empty: any
     users: frozenset[str] = field(default_factory=frozenset)  # empty: anyone
     allow_dms: bool = True
+    stop_by_anyone: bool = False  # else only a run's asker may stop it
     max_file_bytes: int = 200 << 20
     max_files: int = 20
     repo_hosts: frozenset[str] = field(default_factory=frozenset)  # empty: any public host
@@ -29,6 +31,7 @@ class Policy:
             channels=Settings.id_list(settings.allowed_channels),
             users=Settings.id_list(settings.allowed_users),
             allow_dms=settings.allow_dms,
+            stop_by_anyone=settings.stop_by_anyone,
             max_file_bytes=settings.max_file_bytes,
             max_files=settings.max_files_per_thread,
             repo_hosts=Settings.id_list(settings.repo_hosts),
@@ -45,3 +48,10 @@ class Policy:
         if self.users and user not in self.users:
             return NOT_YOU
         return None
+
+    def stop_refusal(self, channel: str, user: str, asker: str) -> str | None:
+        """Why this user may not stop a run `asker` asked for, or None if they may."""
+        refusal = self.refusal(channel, user)
+        if refusal or self.stop_by_anyone or not asker or user == asker:
+            return refusal
+        return NOT_YOURS.format(asker=asker)

@@ -19,12 +19,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.scrub import NO_SECRETS, Scrubber
+from bot.slack.outgoing import Outgoing
 from bot.slack.pacing import OnWait, Pacer
 
 log = logging.getLogger(__name__)
 
 # What Slack answers where the bot cannot post: it is not in the channel (any more).
 GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+# No link previews: Slack fetches a link it unfurls, so an answer steered by a hostile file
+# could send data to any server just by naming it. The SDK takes these on chat.postMessage;
+# chat.postEphemeral and chat.update get them too (passed on as extra arguments).
+NO_UNFURLS = {"unfurl_links": False, "unfurl_media": False}
 
 
 @dataclass
@@ -44,7 +49,7 @@ class SlackPoster:
         scrubber: Scrubber = NO_SECRETS,
     ) -> None:
         self.client = client
-        self.scrub = scrubber
+        self.clean = Outgoing(scrubber)  # every payload passes it: secrets, crowd mentions
         self.pacer = Pacer(rate_scale)
         self._replied: dict[tuple[str, str], float] = {}  # thread -> its last reply from us
         self._background: set[asyncio.Task[None]] = set()  # reactions on their way
@@ -59,8 +64,9 @@ class SlackPoster:
         response = await self.client.chat_postMessage(
             channel=channel,
             thread_ts=thread_ts,
-            text=self.scrub.text(text),
-            blocks=self.scrub.data(blocks),
+            text=self.clean.text(text),
+            blocks=self.clean.data(blocks),
+            **NO_UNFURLS,
         )
         self._reply(channel, thread_ts)
         return str(response["ts"])
@@ -75,7 +81,7 @@ class SlackPoster:
 
     def edit(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
         """Replace a message's content soon; a newer edit of it supersedes this one."""
-        self._pending[ts] = _Edit(channel, ts, self.scrub.text(text), self.scrub.data(blocks))
+        self._pending[ts] = _Edit(channel, ts, self.clean.text(text), self.clean.data(blocks))
         flusher = self._flushers.get(ts)
         if flusher is None or flusher.done():
             self._flushers[ts] = asyncio.create_task(self._flush(ts))
@@ -104,14 +110,17 @@ class SlackPoster:
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         await self.pacer.take("chat.postEphemeral")
         await self.client.chat_postEphemeral(
-            channel=channel, user=user, text=self.scrub.text(text), thread_ts=thread_ts
-        )
+            channel=channel, user=user, text=self.clean.text(text), thread_ts=thread_ts,
+            **NO_UNFURLS,
+        )  # fmt: skip
 
     async def respond(self, response_url: str, text: str) -> None:
         """A private reply to a slash command through its response_url, which works even
         where the bot cannot post (a channel it is not in)."""
         webhook = AsyncWebhookClient(response_url, session=self.client.session)
-        response = await webhook.send(text=self.scrub.text(text), response_type="ephemeral")
+        response = await webhook.send(
+            text=self.clean.text(text), response_type="ephemeral", **NO_UNFURLS
+        )
         if response.status_code != 200:
             log.warning("could not answer a slash command: HTTP %s", response.status_code)
 
@@ -126,7 +135,11 @@ class SlackPoster:
         them a moment later, and its answer names no message: this is no reply of ours
         that would clear the thread's status."""
         await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
-        clean = [{**f, "content": self.scrub.bytes(f["content"])} for f in files]
+        clean = [
+            {**self.clean.data({k: v for k, v in f.items() if k != "content"}),
+             "content": self.clean.bytes(f["content"])}
+            for f in files
+        ]  # fmt: skip
         await self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
 
     async def set_status(
@@ -136,8 +149,8 @@ class SlackPoster:
         await self.client.assistant_threads_setStatus(
             channel_id=channel,
             thread_ts=thread_ts,
-            status=self.scrub.text(status),
-            loading_messages=[self.scrub.text(m) for m in loading] if loading else None,
+            status=self.clean.text(status),
+            loading_messages=[self.clean.text(m) for m in loading] if loading else None,
         )
 
     async def start_stream(
@@ -154,14 +167,14 @@ class SlackPoster:
             thread_ts=thread_ts,
             recipient_user_id=recipient[0],
             recipient_team_id=recipient[1],
-            chunks=self.scrub.data(chunks),
+            chunks=self.clean.data(chunks),
             task_display_mode="plan",
         )
         self._reply(channel, thread_ts)
         return str(response["ts"])
 
     async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
-        await self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.scrub.data(chunks))
+        await self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.clean.data(chunks))
 
     async def stop_stream(
         self,
@@ -174,22 +187,22 @@ class SlackPoster:
         await self.client.chat_stopStream(
             channel=channel,
             ts=ts,
-            chunks=self.scrub.data(chunks) or None,
-            blocks=self.scrub.data(blocks),
+            chunks=self.clean.data(chunks) or None,
+            blocks=self.clean.data(blocks),
         )
 
     async def set_title(self, channel: str, thread_ts: str, title: str) -> None:
         """A DM thread's title (agent and assistant views)."""
         await self.pacer.take("assistant.threads.setTitle")
         await self.client.assistant_threads_setTitle(
-            channel_id=channel, thread_ts=thread_ts, title=self.scrub.text(title)
+            channel_id=channel, thread_ts=thread_ts, title=self.clean.text(title)
         )
 
     async def suggest(self, channel: str, thread_ts: str | None, prompts: list[dict]) -> None:
         """Suggested prompts for a DM (pinned to its Messages tab without `thread_ts`)."""
         await self.pacer.take("assistant.threads.setSuggestedPrompts")
         await self.client.assistant_threads_setSuggestedPrompts(
-            channel_id=channel, thread_ts=thread_ts, prompts=prompts
+            channel_id=channel, thread_ts=thread_ts, prompts=self.clean.data(prompts)
         )
 
     async def _flush(self, ts: str) -> None:
@@ -197,8 +210,9 @@ class SlackPoster:
             await self.pacer.take("chat.update")
             try:
                 await self.client.chat_update(
-                    channel=edit.channel, ts=edit.ts, text=edit.text, blocks=edit.blocks
-                )
+                    channel=edit.channel, ts=edit.ts, text=edit.text, blocks=edit.blocks,
+                    **NO_UNFURLS,
+                )  # fmt: skip
             except SlackApiError as exc:  # progress is best effort; the answer is not
                 log.warning("could not update message %s: %s", ts, exc.response.get("error"))
         self._flushers.pop(ts, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 
 from bot.agent.events import (
@@ -52,6 +53,8 @@ class SlackProgress:
                 self._poster.edit(self._channel, ts, text, blocks)
             case RunFinished():
                 await self._end(":white_check_mark: Done")
+                # cleaned whole before it is cut into messages (a secret across a cut)
+                event = dataclasses.replace(event, answer=self._poster.clean.text(event.answer))
                 for text, blocks in render.answer_messages(event, self.elapsed_s):
                     await self._poster.post(self._channel, self._thread_ts, text, blocks)
             case RunFailed():

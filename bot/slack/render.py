@@ -14,6 +14,14 @@ EXCERPT_MAX = 600
 CUT_NOTE_MAX = 48  # clip's "[… N characters cut …]" and its line breaks
 STOP_ACTION = "stop_run"
 CONTINUE_ACTION = "continue_run"
+GRANT_SEP = "|"  # a Continue button's value: the thread's key, then its grant id
+
+
+def continue_value(value: str) -> tuple[str, str]:
+    """(key, grant id) of a Continue button; a button from before grant ids had only the
+    key, and gets one grant per thread."""
+    key, sep, grant_id = value.rpartition(GRANT_SEP)
+    return (key, grant_id) if sep else (value, f"thread:{value}")
 
 
 def escape(text: str) -> str:
@@ -102,12 +110,14 @@ def footer(result: RunFinished, duration_s: float) -> str:
     return f"{turns} · {cost} · {duration_s:.0f}s"
 
 
-def continue_button(text: str, key: str, allowance_usd: float) -> list[dict[str, Any]]:
-    """A note with a button that goes on with a further allowance."""
+def continue_button(
+    text: str, key: str, allowance_usd: float, grant_id: str
+) -> list[dict[str, Any]]:
+    """A note with a button that goes on with a further allowance, once (`grant_id`)."""
     button = {
         "type": "button",
         "action_id": CONTINUE_ACTION,
-        "value": key,
+        "value": f"{key}{GRANT_SEP}{grant_id}",
         "style": "primary",
         "text": {"type": "plain_text", "text": f"Continue (+${allowance_usd:.2f})"},
     }

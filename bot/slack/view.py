@@ -8,6 +8,7 @@ background edits, and stops the run (no one would see it go on)."""
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 
 from slack_sdk.errors import SlackApiError
@@ -22,6 +23,7 @@ from bot.sessions.events import (
     RunStarted,
     RunStopped,
     SandboxSuspended,
+    SandboxWaiting,
     SessionEvent,
     ThreadView,
     ViewFor,
@@ -62,6 +64,10 @@ IDLE_NOTE = (
 STOPPED_NOTE = (
     ":zzz: This thread was quiet, so its sandbox was stopped; its files are kept for "
     "{kept}. Write here again to pick up where we left off."
+)
+WAITING_NOTE = (
+    ":hourglass_flowing_sand: All {limit} sandboxes this bot may run at once are in use, so "
+    "this question waits its turn; it goes on as soon as one is free (Stop cancels it)."
 )
 
 
@@ -131,6 +137,7 @@ class SlackView:
         self._agent, self._asker = agent, asker
         self._progress: SlackProgress | AgentRun | None = None
         self._finished: RunFinished | None = None
+        self._run_id = ""
         self._gone = False  # Slack said the bot is not in the channel
 
     async def __call__(self, event: SessionEvent) -> None:
@@ -159,6 +166,7 @@ class SlackView:
     async def _show(self, event: SessionEvent) -> None:
         match event:
             case RunStarted():
+                self._run_id = event.run_id
                 self._progress = await self._begin(event.run_id)
             case OutputsReady():
                 await self._outputs(event.files)
@@ -171,6 +179,8 @@ class SlackView:
             case BudgetSpent():
                 await self._release_held()
                 await self._budget_spent(event)
+            case SandboxWaiting(limit=limit):
+                await self._say(WAITING_NOTE.format(limit=limit))
             case SandboxSuspended(kept_s=kept_s):
                 await self._say(STOPPED_NOTE.format(kept=_span(kept_s)) if kept_s else IDLE_NOTE)
             case RunFinished():
@@ -227,7 +237,10 @@ class SlackView:
                 await run.uploaded()
         if self._finished.stop == "budget":
             note = f"I stopped at this run's budget of ${self._finished.budget_usd or 0:.2f}."
-            await self._say(note, render.continue_button(note, self._ref.key, self._continue_usd))
+            blocks = render.continue_button(
+                note, self._ref.key, self._continue_usd, f"run:{self._run_id}"
+            )
+            await self._say(note, blocks)
 
     async def _budget_spent(self, event: BudgetSpent) -> None:
         if event.scope == "user":
@@ -240,4 +253,6 @@ class SlackView:
             f":moneybag: This thread has used ${event.spent_usd:.2f} of its "
             f"${event.limit_usd:.2f} budget."
         )
-        await self._say(note, render.continue_button(note, self._ref.key, event.continue_usd))
+        grant_id = f"spent:{secrets.token_hex(8)}"  # no run: this button's own
+        blocks = render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
+        await self._say(note, blocks)

@@ -153,6 +153,11 @@ class Store(Protocol):
         """Add a Continue allowance to the session's budget."""
         ...
 
+    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
+        """`grant`, only the first time `grant_id` (one Continue button) is used: True if
+        this call granted it. Atomic, so racing clicks or replicas grant it once."""
+        ...
+
     async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
         """Queue a question for the session's next run; returns its id."""
         ...

@@ -16,6 +16,7 @@
                               by the run's session, by the run's user: what `spent` sums
     {p}tool_calls:{key}       list: the audit of tool calls, JSON each
     {p}feedback:{key}         list: feedback on the session's runs, JSON each
+    {p}continued:{key}        set: the Continue grant ids used in the session
 
 Nothing is ever deleted but the queue entries taken; Redis Cluster is not supported (the
 scripts touch keys of several sessions and the global counters).
@@ -87,3 +88,6 @@ class Keys:
 
     def feedback(self, key: str) -> str:
         return f"{self.prefix}feedback:{key}"
+
+    def continued(self, key: str) -> str:
+        return f"{self.prefix}continued:{key}"

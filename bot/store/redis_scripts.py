@@ -31,6 +31,16 @@ redis.call('HSET', KEYS[1], 'granted_usd', string.format('%.17g', total))
 return 1
 """
 
+# KEYS: the session's hash, its set of used Continue grant ids. ARGV: grant id, USD.
+# Returns 1 if this call granted it, 0 if the grant id was used before.
+GRANT_ONCE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+local total = tonumber(redis.call('HGET', KEYS[1], 'granted_usd')) + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'granted_usd', string.format('%.17g', total))
+return 1
+"""
+
 # KEYS: the session's hash, its queue, the queue's id counter.
 # ARGV: the entry's JSON array without its opening bracket and id: ',"question","U1",1.5]'.
 ENQUEUE = """

@@ -131,6 +131,10 @@ class RedisStore:
     async def grant(self, key: str, usd: float) -> None:
         await self._script("GRANT", [self.keys.session(key)], [float(usd)])
 
+    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
+        keys = [self.keys.session(key), self.keys.continued(key)]
+        return bool(await self._script("GRANT_ONCE", keys, [grant_id, float(usd)]))
+
     async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
         keys = [self.keys.session(key), self.keys.queue(key), self.keys.queue_ids]
         entry = codec.tail([text(question), user, at])
@@ -228,6 +232,6 @@ class RedisStore:
 
 
 _SCRIPTS = (
-    "WRITE_FOR_SESSION", "UPDATE_SESSION", "GRANT", "ENQUEUE", "START_RUN", "END_RUN",
+    "WRITE_FOR_SESSION", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE", "START_RUN", "END_RUN",
     "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
 )  # fmt: skip

@@ -108,6 +108,9 @@ class SqliteStore:
     async def grant(self, key: str, usd: float) -> None:
         await self._write(rows.grant, key, usd)
 
+    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
+        return await self._write(rows.grant_once, key, grant_id, usd)
+
     async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
         return await self._write(rows.enqueue, key, question, user, at)
 

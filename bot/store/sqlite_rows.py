@@ -182,6 +182,18 @@ def grant(conn: sqlite3.Connection, key: str, usd: float) -> None:
         raise NotFound(f"no session {key!r}")
 
 
+def grant_once(conn: sqlite3.Connection, key: str, grant_id: str, usd: float) -> bool:
+    if conn.execute("SELECT 1 FROM sessions WHERE key = ?", (key,)).fetchone() is None:
+        raise NotFound(f"no session {key!r}")
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO continues (grant_id, key) VALUES (?, ?)", (grant_id, key)
+    )
+    if cursor.rowcount == 0:
+        return False  # used before
+    grant(conn, key, usd)
+    return True
+
+
 def enqueue(conn: sqlite3.Connection, key: str, question: str, user: str, at: float) -> int:
     cursor = conn.execute(
         "INSERT INTO queue (key, question, user, at) VALUES (?, ?, ?, ?)",

@@ -134,6 +134,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX feedback_by_run ON feedback (run_id);
     """,
+    # 7: the Continue buttons used, so each grants its allowance once.
+    """
+    CREATE TABLE continues (
+        grant_id TEXT PRIMARY KEY,
+        key      TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE
+    );
+    """,
 )
 
 

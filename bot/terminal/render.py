@@ -23,11 +23,13 @@ from bot.sessions.events import (
     OutputsReady,
     RunInterrupted,
     RunStopped,
+    SandboxWaiting,
     SessionEvent,
 )
 from bot.sessions.session import save_outputs
 
 CODE_LINES = 30
+WAITING = "All {limit} sandboxes this bot may run at once are in use; waiting for one…"
 MARKS = {"ok": "✓", "running": "…"}
 
 
@@ -54,6 +56,8 @@ class TerminalReporter:
                 self._write(self._red("\nThe run was interrupted."))
             case BudgetSpent():
                 self._write(self._red("\n" + budget_note(event)))
+            case SandboxWaiting():
+                self._write(self._dim(WAITING.format(limit=event.limit)))
             case ToolCallStarted():
                 self._calls += 1
                 self._started(event)

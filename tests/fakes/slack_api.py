@@ -68,6 +68,7 @@ from tests.fakes.slack_common import (
 from tests.fakes.slack_faults import Fault, Faults
 from tests.fakes.slack_files import FileFeatures, UploadedFile, _PendingUpload, _StoredFile
 from tests.fakes.slack_members import Membership
+from tests.fakes.slack_outgoing import Outgoing
 from tests.fakes.slack_rates import RateLimits
 from tests.fakes.slack_socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMode, _Socket
 from tests.fakes.slack_users import UserActions
@@ -203,6 +204,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.uploads: dict[str, UploadedFile] = {}
         self.responses: list[Json] = []
         self.downloads: list[tuple[str, bool]] = []  # (file id, authorised)
+        self.outgoing = Outgoing()  # crowd mentions and link previews in the bot's posts
 
         self._files: dict[str, _StoredFile] = {}
         self._pending: dict[str, _PendingUpload] = {}  # upload URL key -> upload
@@ -340,6 +342,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.calls.append(call)
         try:
             call.args = await self._read_args(request)
+            self.outgoing.note(method, call.args)
             if fault := self._faults.take(method) or self._rate_limited(method, call.args):
                 call.status, call.error = fault.status, fault.error
                 return fault.response()

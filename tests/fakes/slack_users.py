@@ -28,6 +28,7 @@ from tests.fakes.slack_common import (
     ts_key,
 )
 from tests.fakes.slack_members import Membership
+from tests.fakes.slack_outgoing import Outgoing
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class UserActions:
     membership: Membership
     messages: dict[str, list[Message]]
     responses: list[Json]
+    outgoing: Outgoing
     _event_attempts: dict[str, int]
     _tasks: set[asyncio.Task[None]]
     # provided by FakeSlack and SocketMode
@@ -336,4 +338,5 @@ class UserActions:
         else:
             body = dict(await request.post())
         self.responses.append(body)
+        self.outgoing.note("response_url", body)
         return web.Response(text="ok", content_type="text/plain")

@@ -24,6 +24,16 @@ KERNEL_FILES: dict[str, bytes] = {
 INTERRUPT = b'{"op": "interrupt"}\n'
 MAX_FRAME_BYTES = 1 << 20  # the kernel sends at most 32 KiB of output per frame
 MESSAGE_CHARS = 200
+# What an honest kernel sends for one cell, at most: each stream's captured output (head
+# and tail) as JSON (up to 6 bytes per byte: \udcXX escapes) in frames of any size down
+# to one byte (about 25 bytes of frame each). Cell code can write to the channel too.
+CHANNEL_FACTOR, CHANNEL_SLACK = 32, 1 << 20
+
+
+def channel_caps(output_bytes: int) -> tuple[int, int]:
+    """(bytes, frames) one cell may send on the kernel's channel before it counts as a
+    flood."""
+    return CHANNEL_FACTOR * 2 * output_bytes + CHANNEL_SLACK, output_bytes + 1024
 
 
 @dataclass(frozen=True)
@@ -112,11 +122,13 @@ class FrameReader:
     def __init__(self, output: CellOutput | None = None) -> None:
         self.output = output
         self._pending = bytearray()
+        self.lines = 0  # lines seen (the local kernel caps them per cell)
 
     def write(self, data: bytes) -> None:
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             self._pending += data[start:end]
+            self.lines += 1
             self._line(bytes(self._pending))
             self._pending.clear()
             start = end + 1
@@ -143,6 +155,7 @@ class KernelExit:
 
     exit_code: int | None
     detail: str = ""
+    why: str = ""  # what the bot knows killed it, said instead of a guess from the code
 
     @property
     def status(self) -> ExecStatus:
@@ -152,7 +165,9 @@ class KernelExit:
 
     def describe(self) -> str:
         code = self.exit_code
-        if code is None or code == KILL_EXIT:
+        if self.why:
+            text = self.why
+        elif code is None or code == KILL_EXIT:
             text = "it was killed (SIGKILL), most likely because it ran out of memory"
         elif code == 128 + signal.SIGSEGV:
             text = "it crashed (segmentation fault)"

@@ -1,9 +1,9 @@
 """Starting one bubblewrap (`bwrap`) container, and killing everything in it.
 
 Each container runs bwrap under `prlimit` (CPU, memory, processes, file size, no core
-dumps) and, when the bot runs as root, as an unprivileged host uid (65534 by default),
-because the kernel does not enforce RLIMIT_NPROC for uid 0. What the container sees is
-set up by `isolation`.
+dumps) and, when the bot runs as root, as an unprivileged host uid of the sandbox's own
+(`uids`): the kernel does not enforce RLIMIT_NPROC for uid 0, and counts it per uid.
+What the container sees is set up by `isolation`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from typing import Any
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import DATA_DIR, SANDBOX_PATH, WORK_DIR
 from bot.sandbox.limits import Limits
-from bot.sandbox.local.isolation import GENERATED_ETC, NOBODY_UID, static_bwrap_args
+from bot.sandbox.local.cgroups import join_command
+from bot.sandbox.local.folders import SCRATCH
+from bot.sandbox.local.isolation import GENERATED_ETC, static_bwrap_args
+from bot.sandbox.local.uids import UID_RANGE
 
 
 def require_bubblewrap(path: str | None = None) -> str:
@@ -77,12 +80,13 @@ def require_util_linux(program: str) -> str:
     return found
 
 
-def pick_uid(sandbox_uid: int | None) -> int | None:
-    """The host uid to run sandboxes as, or None to keep the bot's own (non-root) uid."""
+def pick_uid(sandbox_uid: int | None) -> int | range | None:
+    """The host uid to run sandboxes as: one for all, a range to give each its own (root
+    without a uid asked for), or None to keep the bot's own (non-root) uid."""
     if sandbox_uid == 0:
         raise SandboxUnavailable("the sandbox must not run as root (uid 0)")
     if os.geteuid() == 0:
-        return NOBODY_UID if sandbox_uid is None else sandbox_uid
+        return UID_RANGE if sandbox_uid is None else sandbox_uid
     if sandbox_uid not in (None, os.getuid()):
         raise SandboxUnavailable(f"running the sandbox as uid {sandbox_uid} needs root")
     return None
@@ -127,7 +131,7 @@ class Launcher:
         self.bwrap = require_bubblewrap()
         self.prlimit = require_util_linux("prlimit")
         self.setpriv = require_util_linux("setpriv")
-        self.uid = pick_uid(sandbox_uid)
+        self.uids = pick_uid(sandbox_uid)
         self.limits = limits
         self._static_args = static_bwrap_args(
             limits, network=network, user_namespaces=user_namespaces
@@ -135,28 +139,42 @@ class Launcher:
 
     async def spawn(
         self,
-        work: Path,
-        data: Path,
+        home: Path,
+        scratch: Path,
         command: Sequence[str],
         *,
         files: Mapping[str, bytes] | None = None,
         stdin: int = asyncio.subprocess.DEVNULL,
         stdout: int = asyncio.subprocess.PIPE,
         cpu_limit: bool = True,
+        uid: int | None = None,
+        cgroup: Path | None = None,
     ) -> Container:
-        """Start `command` in a new container with `work` and `data` mounted.
+        """Start `command` in a new container over the sandbox folder `home` (its work and
+        data mounted, /tmp and /dev/shm from `scratch`), as host `uid` (None: the bot's own).
 
         `files` maps sandbox paths to contents placed there read-only; stderr is always a
         pipe. Without `cpu_limit` the command must limit its CPU time itself (the kernel).
+        `cgroup`: the sandbox's memory cgroup, joined before anything else runs.
         """
         info_read, info_write = os.pipe()
         fds = [info_write]
         try:
-            binds = ["--bind", str(work), WORK_DIR, "--ro-bind", str(data), DATA_DIR]
+            binds = [
+                "--bind",
+                str(home / "work"),
+                WORK_DIR,
+                "--ro-bind",
+                str(home / "data"),
+                DATA_DIR,
+            ]
+            for name, dest in SCRATCH.items():
+                binds += ["--bind", str(scratch / name), dest]
             for dest, content in {**GENERATED_ETC, **(files or {})}.items():
                 fds.append(_memfd(content))
                 binds += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]
             proc = await asyncio.create_subprocess_exec(
+                *join_command(cgroup),
                 *self._argv(binds, info_write, command, cpu_limit),
                 stdin=stdin,
                 stdout=stdout,
@@ -164,7 +182,7 @@ class Launcher:
                 pass_fds=fds,
                 env={"PATH": SANDBOX_PATH},  # bwrap's own environment is visible inside
                 start_new_session=True,  # its own process group, for `Container.kill`
-                **self._credentials(),
+                **_credentials(uid),
             )
         except BaseException:
             os.close(info_read)
@@ -190,11 +208,6 @@ class Launcher:
             *["--info-fd", str(info_fd), "--remount-ro", "/", "--"],
             *command,
         ]
-
-    def _credentials(self) -> dict[str, Any]:
-        if self.uid is None:
-            return {}
-        return {"user": self.uid, "group": self.uid, "extra_groups": []}
 
 
 class Container:
@@ -251,6 +264,12 @@ class Container:
 
 
 # -- helpers --
+
+
+def _credentials(uid: int | None) -> dict[str, Any]:
+    if uid is None:
+        return {}
+    return {"user": uid, "group": uid, "extra_groups": []}
 
 
 def _memfd(content: bytes) -> int:

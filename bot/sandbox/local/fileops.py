@@ -14,7 +14,8 @@ from bot.sandbox.base import FILE_SIZE_EXIT, FileEntry, path_missing, wrong_kind
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, last_line
 
 UPLOAD_SH = 'mkdir -p -- "${1%/*}" && exec cat > "$1"'
-DOWNLOAD_SH = '[ -e "$1" ] || exit 3; [ -f "$1" ] || exit 4; exec cat -- "$1"'
+REMOVE_SH = 'exec rm -f -- "$1"'
+DOWNLOAD_SH = '[ -e "$1" ] || exit 3; [ -f "$1" ] && [ ! -L "$1" ] || exit 4; exec cat -- "$1"'
 LIST_SH = (
     '[ -e "$1" ] || exit 3; [ -d "$1" ] || exit 4; '
     'exec find "$1/" -mindepth 1 -maxdepth 1 -printf "%y %s %f\\0"'

@@ -1,18 +1,17 @@
 """The host side of a local sandbox: its folder under the provider's root.
 
 Per sandbox there is a host folder `<root>/<id>/` holding `work/` (mounted read-write at
-/buddy/work), `data/` (read-only at /buddy/data, the optional git checkout) and
+/buddy/work), `data/` (read-only at /buddy/data, the optional git checkout), `tmp/` and
+`shm/` (the containers' /tmp and /dev/shm: on disk, so the quota counts them) and
 `sandbox.json` (tags, for orphan clean-up).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import posixpath
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -21,6 +20,8 @@ from bot.sandbox.base import WORK_DIR, WORK_FOLDERS, SandboxInfo, SandboxSpec
 META_FILE = "sandbox.json"
 ID_PREFIX = "lcl-"
 ID_RE = re.compile(r"lcl-[0-9a-f]{12}")
+SCRATCH = {"tmp": "/tmp", "shm": "/dev/shm"}  # in a container's scratch folder -> its path
+QUOTA_FOLDERS = ("work", "data", "scratch")  # what the disk quota counts
 
 
 def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
@@ -46,6 +47,21 @@ def make_folders(home: Path, spec: SandboxSpec, uid: int | None) -> None:
     if uid is not None:
         for path in (work, *subdirs):
             os.chown(path, uid, uid)
+    (home / "scratch").mkdir(mode=0o711)
+    (home / "scratch").chmod(0o711)
+
+
+def make_scratch(home: Path, name: str, uid: int | None) -> Path:
+    """A container's scratch folder, holding its /tmp and /dev/shm (owned by `uid`). Only the
+    bot writes in `scratch/` itself, so no link can be planted on this path."""
+    folder = home / "scratch" / name
+    folder.mkdir(mode=0o711, parents=True)  # parents: a sandbox made by an older bot
+    folder.chmod(0o711)
+    for sub in SCRATCH:
+        (folder / sub).mkdir(mode=0o700)
+        if uid is not None:
+            os.chown(folder / sub, uid, uid)
+    return folder
 
 
 def tagged(root: Path, tag: str) -> list[SandboxInfo]:
@@ -61,25 +77,3 @@ def tagged(root: Path, tag: str) -> list[SandboxInfo]:
             created = meta.get("created_at")
             found.append(SandboxInfo(entry.name, float(created) if created else None))
     return found
-
-
-def remove_tree(path: Path) -> None:
-    """rmtree that also copes with folders the sandbox made read-only; no-op if gone."""
-    if not path.exists():
-        return
-    try:
-        shutil.rmtree(path)
-    except OSError:  # not root: a read-only folder blocks deleting its entries
-        _make_folders_writable(path)
-        shutil.rmtree(path)
-
-
-def _make_folders_writable(top: Path) -> None:
-    """chmod 700 every folder under `top`, each before reading it (symlinks not followed)."""
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        with contextlib.suppress(OSError):
-            folder.chmod(0o700)
-        with contextlib.suppress(OSError), os.scandir(folder) as entries:
-            stack += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]

@@ -2,7 +2,8 @@
 
 Per container:
 * no network, own PID/IPC/UTS/user namespaces; the root file system is an empty,
-  read-only tmpfs with /usr (read-only), a few files from /etc, private /proc, /dev, /tmp;
+  read-only tmpfs with /usr (read-only), a few files from /etc, private /proc and /dev;
+  /tmp and /dev/shm are the sandbox's own folders on disk (bound per sandbox, `bwrap`);
 * the environment is built from scratch: nothing of the bot's reaches the sandbox,
   not even bwrap's own environment (readable inside as /proc/1/environ).
 """
@@ -88,8 +89,8 @@ def static_bwrap_args(
         args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
     args += [
         *["--proc", "/proc", "--dev", "/dev"],
-        *["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"],
-        *["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"],
+        *["--dir", "/dev/shm", "--remount-ro", "/dev", "--dir", "/tmp"],
+        *["--symlink", "/tmp", "/var/tmp"],
         *["--chdir", WORK_DIR, "--clearenv"],
     ]
     for name, value in _sandbox_env().items():

@@ -1,6 +1,10 @@
 """The local backend's kernel transport: one long-lived bubblewrap container per sandbox,
 with the mounts, environment and limits of any other container (CPU time excepted, which
 the kernel grants each cell afresh: RLIMIT_CPU would otherwise count its whole life).
+That per-cell soft limit is the cell's to raise, so the bot also watches the container's
+CPU time from outside (`cpu`): a cell, with whatever it started (threads, children, work
+left running after it returned), that spends more than its budget plus a grace before the
+next cell gets the whole kernel killed.
 Requests go to the container's stdin and frames come from its stdout; its stderr keeps
 what the kernel could not send as frames (a fatal error, say).
 """
@@ -9,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import Awaitable, Callable
 
 from bot.errors import SandboxError
-from bot.sandbox.base import OUT_DIR, RUN_DIR
+from bot.sandbox.base import KILL_EXIT, OUT_DIR, RUN_DIR
 from bot.sandbox.kernel.frames import (
     INTERRUPT,
     KERNEL_FILES,
@@ -21,14 +26,17 @@ from bot.sandbox.kernel.frames import (
     CellOutput,
     FrameReader,
     KernelExit,
+    channel_caps,
     crash_detail,
     run_request,
 )
-from bot.sandbox.limits import Limits
+from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
 from bot.sandbox.local.bwrap import Container
+from bot.sandbox.local.cpu import tree_cpu_s
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
 
 STDERR_BYTES = 8192
+CPU_POLL_S = 0.5  # between two looks at the kernel's CPU time
 EXIT_WAIT_S = 5.0  # after its output ended, how long the kernel may take to exit
 
 # Starts a container over the sandbox: (command, files, stdin, stdout, cpu_limit).
@@ -55,34 +63,61 @@ async def start_kernel(spawn: Spawn, python: str, limits: Limits) -> LocalKernel
         stdout=asyncio.subprocess.PIPE,
         cpu_limit=False,
     )
-    return LocalKernel(container)
+    budget = limits.cpu_s + CPU_HARD_GRACE_S
+    return LocalKernel(container, output_bytes=limits.output_bytes, cpu_budget_s=budget)
 
 
 class LocalKernel:
-    """A kernel in its own container, reached through the container's pipes."""
+    """A kernel in its own container, reached through the container's pipes; killed when
+    a cell spends more than `cpu_budget_s` of CPU time."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(
+        self,
+        container: Container,
+        *,
+        output_bytes: int = 1 << 20,
+        cpu_budget_s: float | None = None,
+    ) -> None:
         proc = container.proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._container = container
         self._proc = proc
         self._stdin, self._stdout = proc.stdin, proc.stdout
         self._frames = FrameReader()
+        self._caps = channel_caps(output_bytes)
+        self.flooded = False  # killed for sending more than a cell may on the channel
         self._errors = CappedBuffer(STDERR_BYTES)
         self._err_pump = asyncio.create_task(pump(proc.stderr, self._errors))
+        self._cpu_budget_s = cpu_budget_s
+        self._cpu_start: float | None = None  # the container's CPU time when the cell began
+        self.cpu_spent = False  # killed for spending more than a cell's CPU budget
+        self._cpu_watch: asyncio.Task[None] | None = None
+        if cpu_budget_s is not None:
+            self._cpu_watch = asyncio.create_task(self._watch_cpu(cpu_budget_s))
 
     async def run(self, cell: Cell, output: CellOutput) -> None:
         self._frames.output = output
+        if self._cpu_watch is not None:
+            self._cpu_start = await asyncio.to_thread(tree_cpu_s, self._proc.pid)
         try:
             self._stdin.write(run_request(cell))
             await self._stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             return  # the kernel has ended; `exit` says how
+        received, self._frames.lines = 0, 0
         while not output.finished:
             chunk = await self._stdout.read(READ_CHUNK)
             if not chunk:
                 return
-            self._frames.write(chunk)
+            received += len(chunk)
+            if received > self._caps[0] or self._frames.lines > self._caps[1]:
+                self.flooded = True  # cell code writing to the channel: not the kernel
+                self._container.kill()
+                while await self._stdout.read(READ_CHUNK):
+                    pass  # what was under way, unread, to the end of the pipe
+                return
+            # Parsing is the costly part of a flood: a thread, so the loop keeps serving.
+            await asyncio.to_thread(self._frames.write, chunk)
 
     async def interrupt(self) -> None:
         # No drain: a request is far smaller than the pipe, and `run` may be draining.
@@ -104,9 +139,30 @@ class LocalKernel:
         message = self._errors.output().text
         if rc == 1 and message.startswith("bwrap: "):
             raise SandboxError(f"the sandbox could not start: {message.splitlines()[0]}")
+        if self.flooded:
+            mb = self._caps[0] / 1e6
+            why = f"it was killed: the cell flooded the kernel's channel (over {mb:.0f} MB)"
+            return KernelExit(KILL_EXIT, why=why)
+        if self.cpu_spent:
+            detail = f"a cell may use {self._cpu_budget_s:.0f} s of CPU time"
+            return KernelExit(128 + signal.SIGXCPU, detail)
         return KernelExit(rc if rc >= 0 else 128 - rc, crash_detail(message))
 
+    async def _watch_cpu(self, budget_s: float) -> None:
+        """Kill the kernel once the running (or last) cell's CPU time passes `budget_s`."""
+        while self._proc.returncode is None:
+            await asyncio.sleep(CPU_POLL_S)
+            if self._cpu_start is None:
+                continue  # no cell yet: starting up is not the cell's to pay for
+            used = await asyncio.to_thread(tree_cpu_s, self._proc.pid)
+            if used - self._cpu_start > budget_s:
+                self.cpu_spent = True
+                self._container.kill()
+                return
+
     async def _close(self) -> None:
+        if self._cpu_watch is not None:
+            self._cpu_watch.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._err_pump), 1.0)
         self._err_pump.cancel()

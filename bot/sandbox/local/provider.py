@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,13 +19,19 @@ from pathlib import Path
 from bot.errors import SandboxError, SandboxUnavailable
 from bot.sandbox.base import SandboxInfo, SandboxSpec
 from bot.sandbox.limits import Limits
+from bot.sandbox.local import cgroups
 from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
-from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, remove_tree, tagged
+from bot.sandbox.local.folders import ID_PREFIX, ID_RE, make_folders, make_scratch, tagged
 from bot.sandbox.local.git import git_clone
+from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.programs import Programs
 from bot.sandbox.local.sandbox import LocalSandbox
+from bot.sandbox.local.slots import Slots
+from bot.sandbox.local.uids import UidsExhausted, claim_uid, owner
 from bot.sandbox.output import last_line
 from bot.sandbox.repo_net import NO_RULES, FetchRules
+
+log = logging.getLogger(__name__)
 
 
 class LocalProvider:
@@ -42,15 +49,19 @@ class LocalProvider:
         python_kernel: bool = True,
         network: bool = False,
         user_namespaces: bool = False,
+        max_sandboxes: int | None = None,
+        wait_s: float = 120.0,
     ) -> None:
-        # network, user_namespaces: see `isolation.static_bwrap_args` (tests only)
+        # network, user_namespaces: see `isolation.static_bwrap_args` (tests only);
+        # max_sandboxes (None: no cap) live at once, a new one waiting up to wait_s (`slots`)
         self._launcher = Launcher(
             limits, sandbox_uid, network=network, user_namespaces=user_namespaces
         )
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        if self._launcher.uid is not None:
-            check_reachable(self.root, self._launcher.uid)
+        uids = self._launcher.uids
+        if uids is not None:
+            check_reachable(self.root, uids if isinstance(uids, int) else uids.start)
         self.limits = limits
         self._git_protocols = allowed_git_protocols
         # The checkout lies in the session's folders: it may not take more than their quota.
@@ -59,6 +70,10 @@ class LocalProvider:
         self._programs = Programs(interpreters)
         self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
+        self.slots = Slots(max_sandboxes, wait_s)
+        self._memory = cgroups.memory_parent() if self._launcher.uids is not None else None
+        if self._memory is None:
+            log.info("no memory cgroups here: a local sandbox's memory is capped per process")
         self._probed = False
         self._closed = False
 
@@ -67,10 +82,12 @@ class LocalProvider:
             raise SandboxUnavailable("the local sandbox provider is closed")
         sandbox_id = ID_PREFIX + secrets.token_hex(6)
         home = self.root / sandbox_id
+        await self.slots.take(spec.session_key)
         sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
         try:
-            await asyncio.to_thread(make_folders, home, spec, self._launcher.uid)
-            await self._probe(home)
+            sandbox.uid = await asyncio.to_thread(self._make_home, home, spec)
+            sandbox.cgroup = await self._cgroup(sandbox_id, sandbox.uid)
+            await self._probe(home, sandbox.uid)
             if spec.repo_url:
                 await git_clone(
                     spec.repo_url, home / "data", self._git_protocols, self._fetch_rules
@@ -80,6 +97,9 @@ class LocalProvider:
             raise
         return sandbox
 
+    def waiting_for_slot(self, session_key: str) -> int:
+        return self.slots.holds_back(session_key)
+
     async def attach(self, sandbox_id: str) -> LocalSandbox | None:
         """A sandbox left by an earlier process: its folder is all there is to it."""
         if sandbox_id in self._sandboxes:
@@ -87,8 +107,15 @@ class LocalProvider:
         home = self.root / sandbox_id
         if not ID_RE.fullmatch(sandbox_id) or not await asyncio.to_thread((home / "work").is_dir):
             return None
+        uid = self._launcher.uids
+        if isinstance(uid, range) and (uid := await asyncio.to_thread(owner, home, uid)) is None:
+            return None  # not made by a provider like this one
         await asyncio.to_thread(kill_containers_of, home)
-        sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home, attached=True)
+        await self.slots.take()
+        sandbox = self._sandbox(sandbox_id, home, attached=True)
+        sandbox.uid = uid
+        sandbox.cgroup = await self._cgroup(sandbox_id, uid)
+        self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
@@ -103,11 +130,19 @@ class LocalProvider:
         else:  # left over from an earlier run
             await asyncio.to_thread(kill_containers_of, self.root / sandbox_id)
             await asyncio.to_thread(remove_tree, self.root / sandbox_id)
+            if self._memory is not None:
+                await asyncio.to_thread(
+                    cgroups.remove, self._memory / f"{cgroups.PREFIX}{sandbox_id}"
+                )
 
     async def close(self) -> None:
-        """Stop every process of this provider's sandboxes; their folders stay."""
+        """Stop every process of this provider's sandboxes; their folders stay (their
+        cgroups, empty now, go: an attach makes them again)."""
         self._closed = True
-        await asyncio.gather(*(sb.stop_all() for sb in list(self._sandboxes.values())))
+        sandboxes = list(self._sandboxes.values())
+        await asyncio.gather(*(sb.stop_all() for sb in sandboxes))
+        for cgroup in filter(None, (sb.cgroup for sb in sandboxes)):
+            await asyncio.to_thread(cgroups.remove, cgroup)
 
     # -- internals --
 
@@ -119,24 +154,44 @@ class LocalProvider:
             launcher=self._launcher,
             programs=self._programs,
             forget=self._forget,
+            slots=self.slots,
             python_kernel=self._python_kernel,
             attached=attached,
         )
 
+    async def _cgroup(self, sandbox_id: str, uid: int | None) -> Path | None:
+        if self._memory is None:
+            return None
+        limit = self.limits.sandbox_memory_bytes
+        return await asyncio.to_thread(cgroups.make, self._memory, sandbox_id, limit, uid)
+
+    def _make_home(self, home: Path, spec: SandboxSpec) -> int | None:
+        """Make the sandbox's folders, owned by the uid it will run as (returned)."""
+        uids = self._launcher.uids
+        if not isinstance(uids, range):
+            make_folders(home, spec, uids)
+            return uids
+        try:
+            return claim_uid(self.root, lambda uid: make_folders(home, spec, uid), uids)
+        except UidsExhausted as exc:
+            raise SandboxUnavailable(str(exc)) from None
+
     def _forget(self, sandbox_id: str) -> None:
         self._sandboxes.pop(sandbox_id, None)
 
-    async def _probe(self, home: Path) -> None:
+    async def _probe(self, home: Path, uid: int | None) -> None:
         """Start one trivial sandbox so a host that cannot run bwrap fails at create time."""
         if self._probed:
             return
+        scratch = await asyncio.to_thread(make_scratch, home, "probe", uid)
         container = await self._launcher.spawn(
-            home / "work", home / "data", ["/bin/true"], stdout=asyncio.subprocess.DEVNULL
+            home, scratch, ["/bin/true"], stdout=asyncio.subprocess.DEVNULL, uid=uid
         )
         try:
             _, err = await container.proc.communicate()
         finally:
             container.close()
+            await asyncio.to_thread(remove_tree, scratch)
         if container.proc.returncode != 0:
             raise SandboxUnavailable(
                 f"bubblewrap cannot start a sandbox on this host: {last_line(err)} "

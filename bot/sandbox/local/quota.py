@@ -2,12 +2,15 @@
 nothing but this stops a loop from filling the disk under the bot and every other session.
 
 Two parts: RLIMIT_FSIZE (in the container's limits) caps any one file at the quota, so a
-single runaway file fails at once (EFBIG); and while anything runs in the sandbox a
-watcher measures its folders (every second while far below the quota, every 20 ms close to
-it) and, as soon as they pass the quota, kills what runs there (a writer at page-cache speed
-gets a few tens of MB past it first).
+single runaway file fails at once (EFBIG); and for as long as any container of the sandbox
+lives (the kernel between cells, a thread a cell left writing, a detached command, a file
+helper), a watcher measures its folders: bytes and inodes (every second while far below
+the quota, every 20 ms close to it). As soon as they pass the quota it kills everything in
+the sandbox (a writer at page-cache speed gets a few tens of MB past it first).
+The folders are work/, data/, and the container's /tmp and /dev/shm (on disk under the
+sandbox's folder, not in RAM).
 A session already over its quota (a file uploaded before the limit was lowered, say) may
-still run code that deletes files: a call is killed only when its folders grow past
+still run code that deletes files: the sandbox is stopped only when its folders grow past
 `max(quota, what they held when the watching began)`.
 """
 
@@ -15,95 +18,119 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from bot.sandbox.local import hostfs
+from bot.sandbox.local.hostfs import Usage
 from bot.units import size_text
 
 POLL_S, MAX_POLL_S = 0.02, 1.0  # between two measurements
 FASTEST_WRITE = 2 << 30  # bytes a second a writer may manage (page cache): far from the
 # quota the watcher looks seldom, close to it every POLL_S
+FASTEST_CREATE = 200_000  # files a second a loop may create
 
 
 def used_bytes(folders: list[Path]) -> int:
     """Disk blocks used under `folders` (sparse files count what they hold, not their size)."""
-    total = 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue  # removed while we looked
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
-            except OSError:
-                continue
-    return total
+    return hostfs.usage(folders).bytes
 
 
-def over_quota_note(limit: int) -> str:
+def over_quota_note(limit: int, max_files: int | None = None) -> str:
+    files = f" or {max_files:,} files and folders" if max_files else ""
     return (
-        f"Stopped: the session's files passed their disk quota of {size_text(limit)}. Delete "
-        "files you no longer need, or write less (sample, aggregate, compress)."
+        f"Stopped: the session's files passed their disk quota of {size_text(limit)}{files}. "
+        "Every process in the sandbox was killed (the Python kernel too). Delete files you "
+        "no longer need, or write less (sample, aggregate, compress)."
     )
 
 
 class Watch:
-    """One call under the quota: `fired` once the quota stopped it."""
+    """One call (`call`), or one container, under the quota: `fired` once the quota
+    stopped it."""
 
-    fired = False
+    def __init__(self, call: bool = False) -> None:
+        self.call = call
+        self.fired = False
 
 
 class DiskQuota:
     def __init__(
-        self, folders: list[Path], limit: int, stop_all: Callable[[], Awaitable[None]]
+        self,
+        folders: list[Path],
+        limit: int,
+        stop_all: Callable[[], Awaitable[None]],
+        max_files: int | None = None,
     ) -> None:
-        self.folders, self.limit = folders, limit
+        self.folders, self.limit, self.max_files = folders, limit, max_files
         self._stop_all = stop_all  # kills everything running in the sandbox
         self._watches: set[Watch] = set()
         self._watcher: asyncio.Task[None] | None = None
+        self.unseen = False  # fired while no call watched: the next call's result says so
 
-    @contextlib.asynccontextmanager
-    async def watching(self) -> AsyncIterator[Watch]:
-        """Watch the folders while the body runs (shared by calls that overlap)."""
-        watch = Watch()
+    def hold(self, *, call: bool = False) -> Watch:
+        """Watch from now until `release`: the watcher runs while any watch is held."""
+        watch = Watch(call)
         self._watches.add(watch)
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._watch())
+        return watch
+
+    def release(self, watch: Watch) -> None:
+        self._watches.discard(watch)
+        if not self._watches and self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[Watch]:
+        """A call under the quota: its watch says whether the quota stopped it."""
+        watch = self.hold(call=True)
         try:
             yield watch
         finally:
-            self._watches.discard(watch)
-            if not self._watches and self._watcher is not None:
-                self._watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._watcher
+            self.release(watch)
+
+    def note(self) -> str:
+        return over_quota_note(self.limit, self.max_files)
 
     async def room(self) -> int:
-        """Bytes that may still be written (an upload checks before it starts)."""
-        return self.limit - await asyncio.to_thread(used_bytes, self.folders)
+        """Bytes that may still be written (an upload checks before it starts); none once
+        the inodes are used up."""
+        used = await asyncio.to_thread(hostfs.usage, self.folders)
+        if self.max_files is not None and used.inodes >= self.max_files:
+            return 0
+        return self.limit - used.bytes
 
     async def _watch(self) -> None:
-        ceiling = max(self.limit, await asyncio.to_thread(used_bytes, self.folders))
+        ceiling = self._ceiling(await asyncio.to_thread(hostfs.usage, self.folders))
         while True:
             started = time.monotonic()
-            used = await asyncio.to_thread(used_bytes, self.folders)
-            if used > ceiling:
-                for watch in self._watches:
-                    watch.fired = True
-                await self._stop_all()
-                ceiling = max(self.limit, used)  # what is left is for the model to clean up
-            walk_s = time.monotonic() - started
-            await asyncio.sleep(_pause(ceiling - used, walk_s))
+            used = await asyncio.to_thread(hostfs.usage, self.folders)
+            if used.bytes > ceiling.bytes or used.inodes > ceiling.inodes:
+                self._fire()
+                # Shielded: the containers' end releases their watches, which may cancel
+                # this task before the stopping is done.
+                await asyncio.shield(self._stop_all())
+                ceiling = self._ceiling(used)  # what is left is for the model to clean up
+            await asyncio.sleep(self._pause(ceiling, used, time.monotonic() - started))
 
+    def _fire(self) -> None:
+        for watch in self._watches:
+            watch.fired = True
+        self.unseen = self.unseen or not any(watch.call for watch in self._watches)
 
-def _pause(room: int, walk_s: float) -> float:
-    """Till the next look: the time the fastest writer needs to fill `room`, within bounds
-    (and never less than twice a walk, for folders with many files)."""
-    return max(min(MAX_POLL_S, room / FASTEST_WRITE), POLL_S, 2 * walk_s)
+    def _ceiling(self, used: Usage) -> Usage:
+        inodes = max(self.max_files, used.inodes) if self.max_files else 1 << 62
+        return Usage(max(self.limit, used.bytes), inodes)
+
+    @staticmethod
+    def _pause(ceiling: Usage, used: Usage, walk_s: float) -> float:
+        """Till the next look: the time the fastest writer needs to reach the ceiling,
+        within bounds (and never less than twice a walk, for folders with many files)."""
+        room_s = min(
+            (ceiling.bytes - used.bytes) / FASTEST_WRITE,
+            (ceiling.inodes - used.inodes) / FASTEST_CREATE,
+        )
+        return max(min(MAX_POLL_S, room_s), POLL_S, 2 * walk_s)

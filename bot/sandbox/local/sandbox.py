@@ -18,7 +18,6 @@ from pathlib import Path
 
 from bot.errors import SandboxError, SandboxGone
 from bot.sandbox.base import (
-    WORK_DIR,
     CommandState,
     ExecResult,
     FileEntry,
@@ -28,21 +27,25 @@ from bot.sandbox.base import (
     upload_path,
 )
 from bot.sandbox.kernel.runner import KernelProcess, KernelRunner
+from bot.sandbox.local import cgroups
 from bot.sandbox.local.bwrap import Container, Launcher
 from bot.sandbox.local.fileops import (
     DOWNLOAD_SH,
     LIST_MAX_BYTES,
     LIST_SH,
+    REMOVE_SH,
     UPLOAD_SH,
     file_error,
     parse_listing,
     read_at_most,
 )
-from bot.sandbox.local.folders import remove_tree
+from bot.sandbox.local.folders import QUOTA_FOLDERS, make_scratch
+from bot.sandbox.local.hostfs import remove_tree
 from bot.sandbox.local.kernel import start_kernel
 from bot.sandbox.local.programs import Programs
-from bot.sandbox.local.quota import DiskQuota, over_quota_note
+from bot.sandbox.local.quota import DiskQuota, Watch
 from bot.sandbox.local.run import PIPE_GRACE_S, Run
+from bot.sandbox.local.slots import Slots
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
 from bot.units import size_text
 
@@ -61,6 +64,7 @@ class LocalSandbox:
         launcher: Launcher,
         programs: Programs,
         forget: Callable[[str], None],
+        slots: Slots | None = None,
         python_kernel: bool = True,
         attached: bool = False,
     ) -> None:
@@ -70,13 +74,18 @@ class LocalSandbox:
         self._limits = launcher.limits
         self._programs = programs
         self._forget = forget  # tells the provider this sandbox is gone
+        self._slots = slots  # taken by the provider for it; given back when stopped or gone
         self._runs: set[Run] = set()
         self._tools: set[Container] = set()
         self._commands: dict[str, Run] = {}
         self._destroyed = False
         self._stopped = False
-        folders = [home / "work", home / "data"]
-        self._quota = DiskQuota(folders, self._limits.disk_bytes, self.stop_all)
+        self.uid: int | None = launcher.uids if isinstance(launcher.uids, int) else None
+        self.cgroup: Path | None = None  # its memory cgroup, if the host offers one
+        folders = [home / name for name in QUOTA_FOLDERS]
+        limits = self._limits
+        self._quota = DiskQuota(folders, limits.disk_bytes, self.stop_all, limits.max_files)
+        self._lifetimes: set[asyncio.Task[None]] = set()  # each container's hold on the quota
         self._kernel: KernelRunner | None = None
         if python_kernel:
             self._kernel = KernelRunner(
@@ -87,12 +96,18 @@ class LocalSandbox:
             )
 
     async def run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
+        unseen, self._quota.unseen = self._quota.unseen, False
         async with self._quota.watching() as watch:
             result = await self._run_code(language, code, timeout_s)
-        if not watch.fired:
-            return result
-        note = over_quota_note(self._quota.limit)
-        return dataclasses.replace(result, status="killed", exit_code=None, note=note)
+        # stopped between calls (a thread a cell left writing, say): said even if this call
+        # was stopped too (the writes of the killed processes may still have been landing)
+        earlier = f"Since the last call: {self._quota.note()}" if unseen else ""
+        if watch.fired:
+            note = " ".join(filter(None, [earlier, self._quota.note()]))
+            return dataclasses.replace(result, status="killed", exit_code=None, note=note)
+        if unseen:
+            return dataclasses.replace(result, note=" ".join(filter(None, [earlier, result.note])))
+        return result
 
     async def _run_code(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         python = self._programs.interpreter("python") if language == "python" else None
@@ -115,6 +130,12 @@ class LocalSandbox:
             await self._kernel.restart()
 
     async def start_command(self, language: Language, code: str) -> str:
+        running = [run for run in self._commands.values() if not run.done.done()]
+        if len(running) >= self._limits.max_commands:
+            raise SandboxError(
+                f"this sandbox already runs {len(running)} detached commands, the most it "
+                "may run at once: wait for one to end (check_command) or kill one first"
+            )
         run = await self._start(language, code, self._limits.command_max_s)
         command_id = "cmd-" + secrets.token_hex(4)
         self._commands[command_id] = run
@@ -126,7 +147,7 @@ class LocalSandbox:
         async with self._quota.watching() as watch:
             await asyncio.shield(run.done)
         if watch.fired:
-            run.note = over_quota_note(self._quota.limit)
+            run.note = self._quota.note()
 
     async def command_state(self, command_id: str, wait_s: float = 0.0) -> CommandState:
         run = self._command(command_id)
@@ -159,14 +180,17 @@ class LocalSandbox:
                 pass  # the writer died; its exit status says why
             rc = await proc.wait() if fits else 0
         if not fits:
-            await asyncio.to_thread(self._host_path(target).unlink, missing_ok=True)
+            await self._remove(target)
             raise SandboxError(self._too_big(path, room))
         if rc != 0:
             raise file_error("write", path, rc, errors)
         return written
 
-    def _host_path(self, target: str) -> Path:
-        return self._home / "work" / Path(target).relative_to(WORK_DIR)
+    async def _remove(self, target: str) -> None:
+        """Remove a file inside the sandbox: a link planted on its path resolves there, never
+        to a host file."""
+        async with self._tool(REMOVE_SH, target) as (proc, _):
+            await proc.wait()
 
     def _too_big(self, path: str, room: int) -> str:
         limit, left = size_text(self._quota.limit), size_text(max(room, 0))
@@ -201,12 +225,16 @@ class LocalSandbox:
         await self.stop_all()
         if self._kernel is not None:
             self._kernel.forget(lost=True)
-        self._stopped = True
+        if not self._stopped:
+            self._stopped = True
+            self._give_back_slot()
 
     async def wake(self) -> bool:
         self._check_alive()
         if not await asyncio.to_thread((self._home / "work").is_dir):  # removed by another bot
             raise SandboxGone(f"sandbox {self.id} no longer exists")
+        if self._stopped and self._slots is not None:
+            await self._slots.take()
         woke, self._stopped = self._stopped, False
         return woke
 
@@ -214,9 +242,15 @@ class LocalSandbox:
         if self._destroyed:
             return
         self._destroyed = True
-        await self.stop_all()
-        await asyncio.to_thread(remove_tree, self._home)
-        self._forget(self.id)
+        try:
+            await self.stop_all()
+            await asyncio.to_thread(remove_tree, self._home)
+            if self.cgroup is not None:
+                await asyncio.to_thread(cgroups.remove, self.cgroup)
+        finally:
+            self._forget(self.id)
+            if not self._stopped:
+                self._give_back_slot()
 
     async def stop_all(self) -> None:
         """Kill every process running over this sandbox and wait until they are gone."""
@@ -231,6 +265,10 @@ class LocalSandbox:
             await asyncio.wait(pending)
 
     # -- internals --
+
+    def _give_back_slot(self) -> None:
+        if self._slots is not None:
+            self._slots.give_back()
 
     def _check_alive(self) -> None:
         if self._destroyed:
@@ -254,10 +292,37 @@ class LocalSandbox:
     ) -> Container:
         """Start `command` in a new container over this sandbox; stderr is always a pipe."""
         self._check_alive()
-        work, data = self._home / "work", self._home / "data"
-        return await self._launcher.spawn(
-            work, data, command, files=files, stdin=stdin, stdout=stdout, cpu_limit=cpu_limit
-        )
+        name = secrets.token_hex(6)
+        scratch = await asyncio.to_thread(make_scratch, self._home, name, self.uid)
+        try:
+            container = await self._launcher.spawn(
+                self._home,
+                scratch,
+                command,
+                files=files,
+                stdin=stdin,
+                stdout=stdout,
+                cpu_limit=cpu_limit,
+                uid=self.uid,
+                cgroup=self.cgroup,
+            )
+        except BaseException:
+            await asyncio.to_thread(remove_tree, scratch)
+            raise
+        lifetime = asyncio.create_task(self._lifetime(container, scratch, self._quota.hold()))
+        self._lifetimes.add(lifetime)
+        lifetime.add_done_callback(self._lifetimes.discard)
+        return container
+
+    async def _lifetime(self, container: Container, scratch: Path, watch: Watch) -> None:
+        """The quota holds for as long as the container lives, calls or no calls; its
+        scratch folder goes with it."""
+        try:
+            await container.proc.wait()
+        finally:
+            self._quota.release(watch)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(remove_tree, scratch)
 
     async def _start_kernel(self) -> KernelProcess:
         python = self._programs.interpreter("python")
