@@ -231,7 +231,10 @@ async def test_upload_requests(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
         "/buddy/work/uploads/new dir/a.bin", chunks(data[:99], data[99:])
     )
     assert written == len(data)
-    folder, subfolder, upload = fake.requests[mark:]
+    clear, folder, subfolder, upload = fake.requests[mark:]
+    # first the links model code may have left in the way are removed, by a sync exec
+    assert calls([clear]) == [("POST", f"{SANDBOXES}/{sandbox.id}/exec")]
+    assert "rm -f -- a.bin" in clear.json["command"]
     # /buddy/work/uploads exists (the fake answers 409, which counts as success)
     assert calls([folder, subfolder]) == [
         ("POST", f"{content}/buddy/work/uploads"),
@@ -252,11 +255,12 @@ async def test_upload_requests(fake: FakeBuddy, sandbox: BuddySandbox) -> None:
     mark = len(fake.requests)
     await sandbox.upload("/buddy/work/uploads/new dir/b.csv", chunks(b"z"))
     assert calls(fake.requests[mark:]) == [  # the folders are known by now
-        ("POST", f"{content}/upload/buddy/work/uploads/new dir/b.csv")
+        ("POST", f"{SANDBOXES}/{sandbox.id}/exec"),
+        ("POST", f"{content}/upload/buddy/work/uploads/new dir/b.csv"),
     ]
     with pytest.raises(SandboxPathError, match="outside /buddy/work"):
         await sandbox.upload("/buddy/data/x", chunks(b""))
-    assert len(fake.requests) == mark + 1
+    assert len(fake.requests) == mark + 2
 
 
 async def test_encoded_paths_reach_the_server_unchanged(

@@ -525,11 +525,14 @@ def test_wrapper_refuses_an_unknown_language(tmp_path: Path) -> None:
 
 def test_wrapper_shape() -> None:
     script = run_script("python", "print(1)", 12.5)
-    assert script.startswith("set -u\nd=/buddy/.run\n")
+    assert script.startswith("set -u\n")
+    assert "\nPATH=/usr/sbin:/usr/bin:/sbin:/bin\n" in script  # the wrapper's own tools
+    assert "\nd=/buddy/.run\n" in script
     assert "mkdir -p /buddy/work/out" in script
     assert "cd /buddy/work" in script
-    assert "timeout -s KILL 12.500 env -i PATH=" in script
-    assert ' unshare --user --map-root-user --net -- "$p" "$f" &\n' in script
+    assert '/usr/bin/timeout -s KILL 12.500 /usr/bin/env -i PATH="$o"' in script
+    assert " /usr/bin/unshare --user --map-root-user --net --mount -- /bin/bash " in script
+    assert ' sci "$h" "$p" "$f" &\n' in script
     assert "unshare" not in run_script("python", "print(1)", 12.5, network=True)
     for setting in ("HOME=/buddy/work", "LANG=C.UTF-8", "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1"):
         assert setting in script
@@ -618,12 +621,14 @@ def test_create_body_from_snapshot() -> None:
 
 def test_first_boot_fails_when_model_code_cannot_go_offline(tmp_path: Path) -> None:
     """No network namespace for model code: the setup fails and says why."""
-    script = first_boot_script(make_data_dir=True).replace("/buddy", str(tmp_path / "buddy"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "unshare").write_text("#!/bin/sh\nexit 1\n")
     (bin_dir / "unshare").chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    script = first_boot_script(make_data_dir=True).replace("/buddy", str(tmp_path / "buddy"))
+    assert "/usr/bin/unshare --user" in script
+    script = script.replace("/usr/bin/unshare", str(bin_dir / "unshare"))
+    env = {"PATH": "/usr/bin:/bin"}
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
     assert done.returncode == 1
     assert "set SANDBOX_NETWORK=on" in done.stderr

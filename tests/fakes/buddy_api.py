@@ -68,7 +68,7 @@ from tests.fakes.buddy_state import (
     settle,
 )
 from tests.fakes.buddy_views import Views
-from tests.fakes.buddy_vm import Vm
+from tests.fakes.buddy_vm import Vm, VmShell
 from tests.fakes.loopback import serve
 
 __all__ = ["FakeBuddy", "FakeCommand", "FakeSandbox", "RecordedRequest"]
@@ -91,8 +91,10 @@ class FakeBuddy:
         inactivity_timeout_s: float | None = None,
         scopes: Collection[str] = ALL_SCOPES,
         port: int = 0,
+        vm_shell: VmShell | None = None,
     ) -> None:
         self.sandbox_root = Path(sandbox_root)
+        self.vm_shell = vm_shell or VmShell()  # how the VMs' bash starts each command
         self.port = port  # 0: any free port
         self.workspace = workspace
         self.project = project
@@ -153,7 +155,7 @@ class FakeBuddy:
 
     def new_vm(self, sb: FakeSandbox) -> Vm:
         """A fresh disk for `sb` (under `sandbox_root`, where tests look for leftovers)."""
-        return Vm(self.sandbox_root / sb.id, sb.identifier or sb.id)
+        return Vm(self.sandbox_root / sb.id, sb.identifier or sb.id, self.vm_shell)
 
     # -- test helpers
 

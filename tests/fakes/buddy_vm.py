@@ -5,6 +5,8 @@ backend, so a bug there cannot hide the same bug on the Buddy side.
 What a command sees, as on a Buddy VM (buddy-sandbox-api.md §1, §5.15):
 * `/buddy` (with `/buddy/work` and `/buddy/data`), `/home/buddy` and `/tmp` are folders of
   the sandbox's disk, writable, kept across commands; `/tmp` is emptied by a stop;
+* `/run` read-only but for `/run/user/1000`, the user's runtime folder, where services
+  of the user's (a D-Bus session bus, systemd's user manager) keep their sockets;
 * the machine's `/usr` and `/etc` read-only (the shadow files hidden), the user `buddy`
   (uid 1000) running `bash`; the machine's network; user namespaces of its own allowed
   (the bot's `unshare --net` relies on that);
@@ -14,6 +16,11 @@ What a command sees, as on a Buddy VM (buddy-sandbox-api.md §1, §5.15):
   terminate signals there is not documented: the fake differs from Buddy here.
 There is no working `sudo` (the document promises passwordless sudo): a client that needs
 root for its own folders fails here first.
+
+How Buddy's bash starts a command is not documented. By default the fake runs it as a
+plain script (no startup file read); `VmShell` makes it a login shell (it reads
+~/.bash_profile, ~/.bash_login or ~/.profile first, as `bash -l` or an SSH login would) or
+gives it another PATH, for tests of what a command inherits from earlier ones.
 """
 
 from __future__ import annotations
@@ -72,6 +79,14 @@ class Process:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class VmShell:
+    """How the VM's bash starts every command: as a login shell or not, and its PATH."""
+
+    login: bool = False
+    path: str = PATH
+
+
 @dataclass
 class Result:
     exit_code: int
@@ -82,21 +97,34 @@ class Result:
 class Vm:
     """A sandbox's disk under `home` and the processes running on it."""
 
-    def __init__(self, home: Path, hostname: str) -> None:
+    def __init__(self, home: Path, hostname: str, shell: VmShell | None = None) -> None:
         self.home = home
         self.hostname = hostname
+        self.shell = shell or VmShell()
         self.processes: set[Process] = set()
         self.closed = False
-        for folder in (self.work, self.data, home / "disk/home/buddy", home / "disk/tmp"):
+        for folder in (
+            self.work,
+            self.data,
+            self.runtime,
+            home / "disk/home/buddy",
+            home / "disk/tmp",
+        ):
             folder.mkdir(parents=True, exist_ok=True)
         (home / "etc").mkdir(exist_ok=True)
         (home / "etc/passwd").write_text(PASSWD)
         (home / "etc/group").write_text(GROUP)
         (home / "scripts").mkdir(exist_ok=True)
+        (home / "run/buddy").mkdir(exist_ok=True)  # the scripts' mount point in /run
 
     @property
     def work(self) -> Path:
         return self.home / "disk" / WORK_DIR.lstrip("/")
+
+    @property
+    def runtime(self) -> Path:
+        """The host folder that is the user's /run/user/1000 (a test may serve a socket)."""
+        return self.home / f"run/user/{UID}"
 
     @property
     def data(self) -> Path:
@@ -113,7 +141,8 @@ class Vm:
         script = self.home / "scripts" / f"{os.urandom(6).hex()}"
         script.write_text(source)
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "bwrap", *self._bwrap_args()]
-        argv += ["--", program, f"/run/buddy/{script.name}"]
+        login = ["--login"] if self.shell.login and runtime == "BASH" else []
+        argv += ["--", program, *login, f"/run/buddy/{script.name}"]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
@@ -221,10 +250,12 @@ class Vm:
             *("--ro-bind", str(etc / "passwd"), "/etc/passwd"),
             *("--ro-bind", str(etc / "group"), "/etc/group"),
             *("--bind", str(disk / "buddy"), "/buddy", "--bind", str(disk / "home"), "/home"),
-            *("--bind", str(disk / "tmp"), "/tmp", "--ro-bind", str(self.home / "scripts")),
+            *("--bind", str(disk / "tmp"), "/tmp", "--ro-bind", str(self.home / "run"), "/run"),
+            *("--bind", str(self.runtime), f"/run/user/{UID}"),
+            *("--ro-bind", str(self.home / "scripts")),
             "/run/buddy",
             *("--chdir", "/home/buddy", "--clearenv"),
-            *("--setenv", "PATH", PATH, "--setenv", "HOME", "/home/buddy"),
+            *("--setenv", "PATH", self.shell.path, "--setenv", "HOME", "/home/buddy"),
             *("--setenv", "USER", "buddy", "--setenv", "LANG", "C.UTF-8"),
             *("--setenv", "BUDDY_SANDBOX", self.hostname),
         ]

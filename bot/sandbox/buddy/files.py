@@ -8,10 +8,12 @@ import posixpath
 from collections.abc import AsyncIterator
 from typing import Any
 
+from bot.errors import SandboxError
 from bot.sandbox.base import WORK_DIR
 from bot.sandbox.buddy.errors import StreamInterrupted
 from bot.sandbox.buddy.http import BuddyHttp
 from bot.sandbox.buddy.retries import READ_ATTEMPTS
+from bot.sandbox.buddy.scripts import clear_way_script
 from bot.sandbox.buddy.views import check_is_file
 from bot.sandbox.buddy.wire import (
     encode_path,
@@ -19,6 +21,7 @@ from bot.sandbox.buddy.wire import (
     multipart_boundary,
     multipart_content_type,
 )
+from bot.sandbox.output import last_line
 
 
 class BuddyFiles:
@@ -46,6 +49,7 @@ class BuddyFiles:
 
     async def upload(self, target: str, shown: str, chunks: AsyncIterator[bytes]) -> int:
         """Stream `chunks` into `target`; the number of bytes sent."""
+        await self._clear_way(target, shown)
         await self._make_parents(target)
         counter = _Counter()
         boundary = multipart_boundary()
@@ -85,6 +89,25 @@ class BuddyFiles:
                 if sent or attempt == READ_ATTEMPTS - 1:
                     raise
             await asyncio.sleep(self._retry_base_delay_s * 2**attempt)
+
+    async def _clear_way(self, target: str, shown: str) -> None:
+        """Remove the links model code may have left where the upload goes (a sync exec:
+        one request, and the bot's own command, outside model code's namespace)."""
+        what = f"checking the way to {shown}"
+        response = await self._http.request(
+            "POST",
+            self._http.sandbox_url(self._sandbox_id, "exec"),
+            json={"command": clear_way_script(target), "runtime": "BASH"},
+            timing="command",
+            idempotent=True,  # it only removes links, again and again if need be
+            scope="sandbox",
+            what=what,
+        )
+        result = self._http.json_of(response, what)
+        if result.get("exit_code") != 0:
+            raise SandboxError(f"{what} failed: {last_line(str(result.get('stderr') or ''))}")
+        if "removed" in str(result.get("stdout")):
+            self._dirs.clear()  # a folder known to exist was a link, now gone
 
     def _url(self, *parts: str) -> str:
         """A file endpoint's URL; the last part is a sandbox path."""

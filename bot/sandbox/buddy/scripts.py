@@ -5,6 +5,7 @@ here does I/O."""
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import secrets
 import shlex
 from collections.abc import Callable
@@ -112,6 +113,18 @@ def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict
 
 # -- the run wrapper --
 
+TRUSTED_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # root's folders: model code cannot write them
+# The start of every script the bot runs outside the namespace. Buddy's PATH may name
+# folders model code can write (~/.local/bin, /usr/local/bin through sudo), so the
+# wrapper's tools come from TRUSTED_PATH; the snippet keeps Buddy's PATH ($o), as it
+# runs in the namespace anyway. $h: the home folder model code sees read-only.
+PRELUDE = (
+    "set -u\n"
+    f"o=${{PATH:-{SANDBOX_PATH}}}\nh=${{HOME:-}}\nPATH={TRUSTED_PATH}\n"
+    "unset -v BASH_ENV ENV CDPATH GLOBIGNORE PROMPT_COMMAND\n"
+    "IFS=$' \\t\\n'\n"
+)
+
 
 def run_script(
     language: str,
@@ -137,8 +150,7 @@ def run_script(
     token = _token(code, new_token)
     q = shlex.quote
     return (
-        "set -u\n"
-        f"d={q(run_dir)}\n"
+        PRELUDE + f"d={q(run_dir)}\n"
         '{ mkdir -p "$d" && [ -w "$d" ]; } 2>/dev/null || d="${TMPDIR:-/tmp}/.sci-run"\n'
         'mkdir -p "$d" || exit 1\n'
         f"mkdir -p {q(work_dir + '/out')} 2>/dev/null\n"
@@ -147,6 +159,29 @@ def run_script(
         + _find_program(language)
         + _supervised('"$p" "$f"', timeout_s, work_dir, cleanup='rm -f "$f"', network=network)
     )
+
+
+def clear_way_script(target: str, work_dir: str = WORK_DIR) -> str:
+    """The BASH command, run before an upload to `target`, that removes the links model
+    code may have left in its way (Buddy's upload would follow them): at `target`, or in
+    place of a folder between `work_dir` and it. It prints `removed` if it removed any."""
+    return PRELUDE + _clear_way(target, work_dir) + " || exit 1\n"
+
+
+def _clear_way(target: str, work_dir: str) -> str:
+    """A subshell that removes the links at `target` and in place of the folders on its
+    way from `work_dir` (the caller's cwd stays)."""
+    q = shlex.quote
+    relative = posixpath.relpath(posixpath.dirname(target), work_dir)
+    lines = [f"cd -P {q(work_dir)} || exit 1"]
+    for part in [] if relative == "." else relative.split("/"):
+        lines += [_unlink(part), f"cd -P {q(part)} 2>/dev/null || exit 0"]  # made next
+    return "(\n" + "\n".join([*lines, _unlink(posixpath.basename(target))]) + "\n)"
+
+
+def _unlink(name: str) -> str:
+    word = shlex.quote(name)
+    return f"if [ -L {word} ]; then rm -f -- {word} && echo removed; fi"
 
 
 # -- the kernel's scripts (see `kernel`) --
@@ -167,19 +202,27 @@ def kernel_script(
 ) -> str:
     """The BASH command that starts a kernel: its files are written to `folder`, then it
     runs as a snippet does (clean environment, no network unless `network`, its process
-    group killed on terminate) and serves cells through the FIFO it makes there."""
+    group killed on terminate) and serves cells through the FIFO it makes there. Links
+    model code left in place of the folder or above it are removed first; the files are
+    written only once in the folder for real."""
     q = shlex.quote
     files = ""
-    for name, data in KERNEL_FILES.items():
+    for name, data in KERNEL_FILES.items():  # in the folder, the cwd by then
         text = data.decode()
-        files += _heredoc(q(f"{folder}/{name}"), text, _token(text, new_token))
+        files += _heredoc(q(name), text, _token(text, new_token))
     args = (
         f"--fifo {q(folder)} --output-bytes {output_bytes} "
         f"--memory-share {KERNEL_MEMORY_SHARE} --out-dir {q(work_dir + '/out')}"
     )
     command = f'"$p" {q(f"{folder}/{KERNEL_MAIN}")} {args}'
     return (
-        f"set -u\nmkdir -p {q(folder)} || exit 1\n"
+        PRELUDE
+        + f"k={q(folder)}\n"
+        + _clear_way(folder, work_dir)
+        + " >/dev/null || exit 1\n"
+        + f"mkdir -p {q(folder)} || exit 1\n"
+        + f"{_in_folder(folder, work_dir)} || exit 1\n"
+        + "set -C\n"  # noclobber: each file is made new, never written through a link
         + files
         + _find_program("python")
         + _supervised(command, timeout_s, work_dir, cleanup=":", network=network)
@@ -191,40 +234,66 @@ def cell_script(
     cell: Cell,
     *,
     wait_s: float,
+    work_dir: str = WORK_DIR,
     new_token: Callable[[], str] = lambda: secrets.token_hex(8),
 ) -> str:
     """The BASH command that hands one cell to the kernel in `folder` and streams the
     cell's frames back as its own output. A kernel holds folder/lock while it lives; the
-    script waits up to `wait_s` for one, else it says the kernel is absent."""
+    script waits up to `wait_s` for one, else it says the kernel is absent.
+
+    Model code can write the folder: the script works in it only once it is in it for
+    real (not through a link), never writes through a link or onto a file there, and takes
+    a kernel whose FIFO is not one for absent (the bot then starts another)."""
     q = shlex.quote
-    source, out = f"{folder}/{cell.id}.py", f"{folder}/{cell.id}.out"
-    request = run_request(cell, file=source, out=out).decode().strip()
+    source, out = f"{cell.id}.py", f"{cell.id}.out"  # in the folder, the script's cwd
+    request = run_request(cell, file=f"{folder}/{source}", out=f"{folder}/{out}")
     tries = round(wait_s / CELL_POLL_S)
+    absent = f"{{ echo {q(ABSENT)}; exit 0; }}"
     return (
-        f"set -u\nk={q(folder)}\ni=0\n"
+        PRELUDE + f"k={q(folder)}\ni=0\n"
         "while :; do\n"
-        '  flock -n -E 75 "$k/lock" true 2>/dev/null\n'
-        "  [ $? = 75 ] && break\n"
-        f'  [ "$i" -ge {tries} ] && {{ echo {q(ABSENT)}; exit 0; }}\n'
+        f"  if {_in_folder(folder, work_dir)}; then\n"
+        "    [ -L lock ] || flock -n -E 75 lock true 2>/dev/null\n"
+        "    [ $? = 75 ] && break\n"
+        "  fi\n"
+        f'  [ "$i" -ge {tries} ] && {absent}\n'
         f"  i=$((i + 1))\n  sleep {CELL_POLL_S}\n"
         "done\n"
+        f"{{ [ -p in ] && [ ! -L in ]; }} || {absent}\n"
+        "set -C\n"  # noclobber: the cell's file is made new (O_EXCL), not written through
         + _heredoc(q(source), cell.code, _token(cell.code, new_token))
         + f"mkfifo {q(out)} || exit 1\n"
-        + _send_to_kernel(request)
+        + _send_to_kernel(request.decode().strip())
         + f"exec cat {q(out)}\n"
     )
 
 
-def interrupt_script(folder: str) -> str:
+def interrupt_script(folder: str, work_dir: str = WORK_DIR) -> str:
     """The BASH command that interrupts the kernel's running cell (if there is a kernel)."""
-    return f'k={shlex.quote(folder)}\n[ -p "$k/in" ] || exit 0\n' + _send_to_kernel(
-        INTERRUPT.decode().strip()
+    return (
+        PRELUDE
+        + f"k={shlex.quote(folder)}\n"
+        + f"{_in_folder(folder, work_dir)} && [ -p in ] && [ ! -L in ] || exit 0\n"
+        + _send_to_kernel(INTERRUPT.decode().strip())
     )
 
 
+def _in_folder(folder: str, work_dir: str) -> str:
+    """A test that changes into `folder` ($k), true if that is the folder itself: no link
+    on the way from `work_dir` (model code can replace any of them with one)."""
+    tail = shlex.quote(posixpath.relpath(folder, work_dir))
+    real = f'"$(cd -P {shlex.quote(work_dir)} && pwd -P)"/{tail}'
+    return f'cd -P "$k" 2>/dev/null && [ "$(pwd -P)" = {real} ]'
+
+
 def _send_to_kernel(request: str) -> str:
-    """Opened for reading and writing, the kernel's FIFO never blocks the writer."""
-    return f"""exec 3<>"$k/in"\nprintf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"""
+    """Opened for reading and writing, the kernel's FIFO (./in) never blocks the writer.
+    What was opened is checked to be a FIFO before anything is written to it."""
+    return (
+        "exec 3<>in\n"
+        '[ -p /proc/self/fd/3 ] || { echo "the kernel\'s FIFO is not one" >&2; exit 1; }\n'
+        f"printf '%s\\n' {shlex.quote(request)} >&3\nexec 3>&-\n"
+    )
 
 
 def _supervised(
@@ -240,8 +309,8 @@ def _supervised(
         "c=\n"
         f"""trap '[ -z "$c" ] || kill -KILL -- "-$c" "$c" 2>/dev/null; {cleanup}; exit 143' """
         "TERM INT HUP\n"
-        f"timeout -s KILL {max(timeout_s, 0.001):.3f} "
-        f'env -i PATH="${{PATH:-{SANDBOX_PATH}}}" HOME={q(work_dir)} {SNIPPET_VARS} {command} &\n'
+        f"/usr/bin/timeout -s KILL {max(timeout_s, 0.001):.3f} "
+        f'/usr/bin/env -i PATH="$o" HOME={q(work_dir)} {SNIPPET_VARS} {command} &\n'
         "c=$!\n"
         "exec 2>/dev/null\n"  # the snippet keeps its stderr; bash's "Killed" notice is dropped
         'wait "$c"\n'
@@ -255,7 +324,8 @@ def _find_program(language: str) -> str:
     """Sets $p to the interpreter, or exits as a shell does for a missing program."""
     missing = shlex.quote(not_installed(language))
     program = INTERPRETERS[language].program
-    return f"p=$(command -v {program}) || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
+    found = f'p=$(PATH="$o" command -v {program})'
+    return f"{found} || {{ echo {missing} >&2; exit {NOT_FOUND_EXIT}; }}\n"
 
 
 def _heredoc(target: str, content: str, token: str) -> str:
