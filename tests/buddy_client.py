@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from tests.fakes.buddy_api import FakeBuddy
 
 TOKEN = "buddy-test-token"
@@ -115,3 +118,22 @@ def process_running(cmdline: bytes) -> bool:
         except OSError:
             continue
     return False
+
+
+@contextlib.asynccontextmanager
+async def provider_for(fake: FakeBuddy, timeout_s: int = 900) -> AsyncIterator[BuddyProvider]:
+    """The bot's Buddy provider on the fake, polling fast."""
+    config = BuddyConfig(
+        token="buddy-test-token",
+        workspace="acme",
+        project="analytics",
+        api_url=fake.base_url,
+        retry_base_delay_s=0.01,
+        poll_interval_s=0.02,
+        timeout_s=timeout_s,
+    )
+    provider = BuddyProvider(config)
+    try:
+        yield provider
+    finally:
+        await provider.close()

@@ -4,7 +4,6 @@ meanwhile wait for it; commands are held by Buddy until it runs."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import httpx
 import pytest
 
 from bot.sandbox.base import SandboxSpec
-from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
-from tests.buddy_client import client_for, wait_status
+from bot.sandbox.buddy import BuddyProvider, BuddySandbox
+from tests.buddy_client import client_for, provider_for, wait_status
 from tests.fakes.buddy_api import FakeBuddy
 
 RESTORE_S = 0.5  # long enough for a call to land in it; waited for, never slept
@@ -23,24 +22,6 @@ RESTORE_S = 0.5  # long enough for a call to land in it; waited for, never slept
 async def fake(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
     async with FakeBuddy(sandbox_root, boot_delay_s=0.05, restore_delay_s=RESTORE_S) as buddy:
         yield buddy
-
-
-@contextlib.asynccontextmanager
-async def provider_for(fake: FakeBuddy, timeout_s: int = 900) -> AsyncIterator[BuddyProvider]:
-    config = BuddyConfig(
-        token="buddy-test-token",
-        workspace="acme",
-        project="analytics",
-        api_url=fake.base_url,
-        retry_base_delay_s=0.01,
-        poll_interval_s=0.02,
-        timeout_s=timeout_s,
-    )
-    provider = BuddyProvider(config)
-    try:
-        yield provider
-    finally:
-        await provider.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ kept, its processes are not, and whoever uses it next is told (`BuddySandbox.wak
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,8 +12,9 @@ import pytest
 from bot.agent.events import RunFinished
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
-from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
+from bot.sandbox.buddy import BuddyProvider, BuddySandbox
 from bot.sessions.notes import STOPPED
+from tests.buddy_client import provider_for
 from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.fakes.buddy_api import FakeBuddy
 from tests.support import POPULATION_CSV, Recorder, buddy_settings, file_chunks, runtime_for
@@ -27,24 +27,6 @@ SANDBOXES = "/workspaces/acme/sandboxes"
 async def fake(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
     async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as buddy:
         yield buddy
-
-
-@contextlib.asynccontextmanager
-async def provider_for(fake: FakeBuddy, timeout_s: int = 900) -> AsyncIterator[BuddyProvider]:
-    config = BuddyConfig(
-        token="buddy-test-token",
-        workspace="acme",
-        project="analytics",
-        api_url=fake.base_url,
-        retry_base_delay_s=0.01,
-        poll_interval_s=0.02,
-        timeout_s=timeout_s,
-    )
-    provider = BuddyProvider(config)
-    try:
-        yield provider
-    finally:
-        await provider.close()
 
 
 @pytest.fixture
