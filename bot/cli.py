@@ -95,6 +95,14 @@ async def slack() -> int:
     return 0
 
 
+def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
+    """The latest turn's prompt against the window: "prompt 12,345 of 1,000,000 tokens (1%)"."""
+    if not window_tokens:
+        return f"prompt {prompt_tokens:,} tokens"
+    share = 100 * prompt_tokens / window_tokens
+    return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
+
+
 async def list_or_export(args: argparse.Namespace) -> int:
     """`sessions`: one line per session, Slack threads and terminal sessions alike;
     `sessions export THREAD`: its audit as JSONL."""
@@ -108,7 +116,7 @@ async def list_or_export(args: argparse.Namespace) -> int:
                 where = "terminal" if r.key.startswith(KEY_PREFIX) else "slack"
                 print(
                     f"{where:8}  {r.key}  {r.state:6}  {r.sandbox_id or '-':16}  {when}  "
-                    f"${r.cost_usd:.4f}"
+                    f"${r.cost_usd:.4f}  {prompt_line(r.prompt_tokens, r.window_tokens)}"
                 )
             return 0
         wanted = {args.thread, KEY_PREFIX + str(args.thread)}

@@ -34,11 +34,13 @@ class TextEmitted:
 
 @dataclass(frozen=True)
 class ModelTurn:
-    """One model response: its usage and cost (None: model not in the price table)."""
+    """One model response: its usage and cost (None: model not in the price table), and the
+    model's context window (None: not looked up)."""
 
     turn: int
     usage: Usage
     cost_usd: float | None
+    window: int | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from bot.agent.events import (
     ToolCallStarted,
 )
 from bot.agent.model import ModelError, RetryPolicy, create_message
+from bot.agent.models import ModelLimits
 from bot.agent.pricing import response_cost
 from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
@@ -63,13 +64,13 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
 
-    def add(self, message: Message) -> ModelTurn:
+    def add(self, message: Message, window: int | None) -> ModelTurn:
         self.turns += 1
         usage = Usage.from_api(message.usage)
         self.usage += usage
         cost = response_cost(message.model, usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
-        return ModelTurn(self.turns, usage, cost)
+        return ModelTurn(self.turns, usage, cost, window)
 
     @property
     def over_budget(self) -> bool:
@@ -84,7 +85,8 @@ class Agent:
     """One conversation: its history survives across `run` calls (follow-up questions).
 
     `history` continues a saved conversation; `checkpoint` is called with the history after
-    every change, so a restart can pick it up."""
+    every change, so a restart can pick it up. `limits` caps `max_tokens` at the model's and
+    gives each turn's event the context window."""
 
     def __init__(
         self,
@@ -94,8 +96,10 @@ class Agent:
         *,
         history: list[dict[str, Any]] | None = None,
         checkpoint: Checkpoint | None = None,
+        limits: ModelLimits | None = None,
     ) -> None:
         self._client = client
+        self._limits = limits  # None: MAX_OUTPUT_TOKENS is sent as it is
         self._config = config
         self._toolbox = toolbox
         self._tools = tool_definitions()
@@ -151,9 +155,11 @@ class Agent:
 
     async def _loop(self, run: _Run, context: str, reporter: Reporter) -> RunFinished | RunFailed:
         system = system_blocks(context, cache=self._config.prompt_caching)
+        max_tokens, window = await self._limit_values()
         while True:
-            message = await create_message(self._client, self._params(system), self._config.retry)
-            await reporter(run.add(message))
+            params = self._params(system, max_tokens)
+            message = await create_message(self._client, params, self._config.retry)
+            await reporter(run.add(message, window))
             stop = message.stop_reason or "end_turn"
             if stop == "refusal":
                 return await self._refused(run, message, reporter)
@@ -193,10 +199,17 @@ class Agent:
             return await self._finish(run, message, reporter, "budget")
         return None
 
-    def _params(self, system: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _limit_values(self) -> tuple[int, int | None]:
+        """The `max_tokens` to send and the context window (None when not known)."""
+        wanted = self._config.max_output_tokens
+        if self._limits is None:
+            return wanted, None
+        return await self._limits.max_tokens(wanted), (await self._limits.get()).context_window
+
+    def _params(self, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self._config.model,
-            "max_tokens": self._config.max_output_tokens,
+            "max_tokens": max_tokens,
             "system": system,
             "tools": self._tools,
             "messages": [_for_api(m) for m in self.history],

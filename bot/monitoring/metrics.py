@@ -70,6 +70,8 @@ class Metrics:
         self.errors = counter("bot_errors", "Failures met in a service.", "service")
         self.tokens = counter("bot_model_tokens", "Model tokens, by kind.", "kind")
         self.cost = counter("bot_model_cost_usd", "Model cost at list price, in USD.")
+        self.prompt = gauge("bot_prompt_tokens", "Prompt size of this process's latest turn.")
+        self.window = gauge("bot_context_window_tokens", "The model's context window.")
         # Every series of a bounded label exists from the start, so a rate over it is 0,
         # not missing, until the first event.
         for metric, values in (
@@ -109,6 +111,11 @@ class Metrics:
         if cost_usd:  # None: the model is not in the price table
             self.cost.inc(cost_usd)
 
+    def count_prompt(self, prompt_tokens: int, window: int | None) -> None:
+        self.prompt.set(prompt_tokens)
+        if window:  # None: the agent was given no limits
+            self.window.set(window)
+
     def count_tool_call(self, event: ToolCallFinished) -> None:
         tool = event.tool if event.tool in TOOLS else OTHER
         status = event.status if event.status in TOOL_STATUSES else OTHER
@@ -135,6 +142,7 @@ class _Observed:
                 metrics.runs_started.inc()
             case ModelTurn():
                 metrics.count_usage(event.usage, event.cost_usd)
+                metrics.count_prompt(event.usage.prompt_tokens, event.window)
             case ToolCallFinished():
                 metrics.count_tool_call(event)
             case RunFailed(cause=cause) if cause in CAUSES:

@@ -11,6 +11,7 @@ import anthropic
 
 from bot.agent.loop import Agent, AgentConfig, Checkpoint
 from bot.agent.model import RetryPolicy
+from bot.agent.models import ModelLimits
 from bot.agent.tools import SandboxGetter, Toolbox
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber
@@ -35,6 +36,7 @@ class SessionFactory:
         self._settings = settings
         self._client = client
         self.provider = provider
+        self.limits = ModelLimits(client, settings.anthropic_model)  # looked up once, lazily
         self.scrubber = Scrubber(settings.secret_values())
 
     def new(
@@ -80,4 +82,11 @@ class SessionFactory:
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
         )
-        return Agent(self._client, config, toolbox, history=history, checkpoint=checkpoint)
+        return Agent(
+            self._client,
+            config,
+            toolbox,
+            history=history,
+            checkpoint=checkpoint,
+            limits=self.limits,
+        )

@@ -82,7 +82,7 @@ class Audit:
             case ModelTurn():
                 await self._store.add_turn(
                     self._key, self._run_id, event.usage.to_dict(), event.cost_usd,
-                    time.time(), token=self._token,
+                    time.time(), token=self._token, window_tokens=event.window,
                 )  # fmt: skip
             case ToolCallStarted():
                 self._started[event.call_id] = event

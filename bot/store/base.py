@@ -54,6 +54,10 @@ class SessionRecord:
     last_activity: float
     cost_usd: float = 0.0  # the sum of its turns' costs; ignored by save_session
     granted_usd: float = 0.0  # Continue allowances added to its budget; ignored by save_session
+    # The latest model turn's prompt (input + cache writes + cache reads) and the model's
+    # context window then (0: not known); set by add_turn, ignored by save_session.
+    prompt_tokens: int = 0
+    window_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -227,8 +231,11 @@ class Store(Protocol):
         at: float,
         *,
         token: int | None = None,
+        window_tokens: int | None = None,
     ) -> None:
-        """Record one model turn's token usage and cost (None when the price is unknown)."""
+        """Record one model turn's token usage and cost (None when the price is unknown);
+        its prompt size, and `window_tokens` (the model's context window), become the
+        session's `prompt_tokens` and `window_tokens`."""
         ...
 
     async def add_tool_call(

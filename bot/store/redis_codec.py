@@ -17,13 +17,15 @@ from bot.store.base import (
 )
 from bot.store.values import text
 
-# The session fields save_session writes; granted_usd and cost_usd are the store's own.
+# The session fields save_session writes; granted_usd, cost_usd, prompt_tokens and
+# window_tokens are the store's own (the last two absent from hashes written before them).
 SESSION_FIELDS = (
     "key", "team", "channel", "thread_ts", "sandbox_id", "state", "repo_url",
     "created_at", "last_activity",
 )  # fmt: skip
 RUN_FIELDS = ("key", "run_id", "question", "started_at", "ended_at", "outcome", "user")
 _SESSION_FLOATS = ("created_at", "last_activity", "cost_usd", "granted_usd")
+_SESSION_INTS = ("prompt_tokens", "window_tokens")
 _RUN_FLOATS = ("started_at", "ended_at")
 
 
@@ -54,7 +56,8 @@ def session_from(fields: dict[str, str]) -> SessionRecord | None:
     if not fields:
         return None
     values = {name: json.loads(fields[name]) for name in (*SESSION_FIELDS, *_SESSION_FLOATS)}
-    return SessionRecord(**_floats(values, _SESSION_FLOATS))
+    ints = {name: int(fields.get(name, "0")) for name in _SESSION_INTS}
+    return SessionRecord(**_floats(values, _SESSION_FLOATS), **ints)
 
 
 def run_fields(key: str, run_id: str, question: str, at: float, user: str) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
     {p}schema                 string: the layout's version (SCHEMA_VERSION)
     {p}sessions               set: every session key
-    {p}session:{key}          hash: the session's fields, JSON-encoded, plus granted_usd and
-                              cost_usd (the sum of its turns' costs) as numbers
+    {p}session:{key}          hash: the session's fields, JSON-encoded, plus granted_usd,
+                              cost_usd (the sum of its turns' costs), prompt_tokens and
+                              window_tokens (the latest turn's) as numbers
     {p}history:{key}          string: the conversation, JSON
     {p}files:{key}            list: its files in the order taken in, JSON each
     {p}run:{run_id}           hash: the run's fields, JSON-encoded ("null" while unset)

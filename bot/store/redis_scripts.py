@@ -107,7 +107,8 @@ return redis.call('HGETALL', run)
 
 # KEYS: the session's hash, the run's hash, the session's turns, the turn id counter, the
 # set of all priced turns. ARGV: the key prefix, the turn's JSON array without its opening
-# bracket and id, its cost ('' when unknown), its time.
+# bracket and id, its cost ('' when unknown), its time, its prompt size, the context window
+# (both become the session's latest).
 # A priced turn is added to the session's cost and indexed by time under the run's session
 # and the run's user (the key names follow redis_keys.Keys).
 ADD_TURN = """
@@ -115,6 +116,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no
 if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('NOTFOUND no run') end
 local id = redis.call('INCR', KEYS[4])
 redis.call('RPUSH', KEYS[3], '[' .. id .. ARGV[2])
+redis.call('HSET', KEYS[1], 'prompt_tokens', ARGV[5], 'window_tokens', ARGV[6])
 if ARGV[3] ~= '' then
     local total = tonumber(redis.call('HGET', KEYS[1], 'cost_usd')) + tonumber(ARGV[3])
     redis.call('HSET', KEYS[1], 'cost_usd', string.format('%.17g', total))

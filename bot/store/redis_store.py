@@ -36,7 +36,7 @@ from bot.store.base import (
 )
 from bot.store.redis_connect import connect
 from bot.store.redis_keys import DEFAULT_PREFIX, Keys
-from bot.store.values import check, check_update, text
+from bot.store.values import check, check_update, prompt_tokens, text
 
 
 class RedisStore:
@@ -76,6 +76,8 @@ class RedisStore:
                 tx.hset(session, mapping=codec.session_fields(record))
                 tx.hsetnx(session, "granted_usd", "0")  # the store's own: kept on a save
                 tx.hsetnx(session, "cost_usd", "0")
+                tx.hsetnx(session, "prompt_tokens", "0")
+                tx.hsetnx(session, "window_tokens", "0")
                 tx.sadd(self.keys.sessions, record.key)
                 await tx.execute()
 
@@ -178,12 +180,14 @@ class RedisStore:
         at: float,
         *,
         token: int | None = None,
+        window_tokens: int | None = None,
     ) -> None:
         k = self.keys
         keys = [k.session(key), k.run(run_id), k.turns(key), k.turn_ids, k.spend]
         entry = codec.tail([run_id, usage, cost_usd, at])
         cost = "" if cost_usd is None else repr(float(cost_usd))
-        await self._fenced(key, token, "ADD_TURN", keys, [k.prefix, entry, cost, at])
+        prompt = [prompt_tokens(usage), window_tokens or 0]
+        await self._fenced(key, token, "ADD_TURN", keys, [k.prefix, entry, cost, at, *prompt])
 
     async def add_tool_call(
         self, key: str, call: ToolCallRecord, *, token: int | None = None

@@ -148,8 +148,10 @@ class SqliteStore:
         at: float,
         *,
         token: int | None = None,
+        window_tokens: int | None = None,
     ) -> None:
-        await self._fenced(key, token, rows.add_turn, key, run_id, usage, cost_usd, at)
+        args = (key, run_id, usage, cost_usd, at, window_tokens)
+        await self._fenced(key, token, rows.add_turn, *args)
 
     async def add_tool_call(
         self, key: str, call: ToolCallRecord, *, token: int | None = None

@@ -21,6 +21,7 @@ from bot.store.base import (
     StoreError,
     ToolCallRecord,
 )
+from bot.store.values import prompt_tokens
 from bot.store.values import text as _text
 
 _SESSION_COLUMNS = (
@@ -29,7 +30,7 @@ _SESSION_COLUMNS = (
 _SELECT_SESSIONS = f"""
     SELECT {_SESSION_COLUMNS},
         (SELECT COALESCE(SUM(cost_usd), 0.0) FROM turns WHERE turns.key = sessions.key) AS cost_usd,
-        granted_usd
+        granted_usd, prompt_tokens, window_tokens
     FROM sessions
 """
 
@@ -217,10 +218,15 @@ def add_turn(
     usage: dict[str, int],
     cost_usd: float | None,
     at: float,
+    window_tokens: int | None = None,
 ) -> None:
     conn.execute(
         "INSERT INTO turns (key, run_id, usage, cost_usd, at) VALUES (?, ?, ?, ?, ?)",
         (key, run_id, _json(usage), cost_usd, at),
+    )
+    conn.execute(
+        "UPDATE sessions SET prompt_tokens = ?, window_tokens = ? WHERE key = ?",
+        (prompt_tokens(usage), window_tokens or 0, key),
     )
 
 

@@ -148,6 +148,11 @@ MIGRATIONS: tuple[str, ...] = (
         token INTEGER NOT NULL
     );
     """,
+    # 9: the latest turn's prompt size and the model's context window then (0: not known).
+    """
+    ALTER TABLE sessions ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN window_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -24,3 +24,16 @@ def check_update(fields: dict[str, Any]) -> None:
         raise TypeError(f"update_session cannot change {sorted(unknown)}")
     if "state" in fields:
         check(fields["state"], SESSION_STATES)
+
+
+PROMPT_KINDS = (
+    "input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_read_tokens",
+)
+
+
+def prompt_tokens(usage: dict[str, int]) -> int:
+    """A turn's whole prompt from its usage (`Usage.to_dict`): input, cache writes and reads."""
+    return sum(int(usage.get(kind, 0)) for kind in PROMPT_KINDS)

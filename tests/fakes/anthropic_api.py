@@ -122,7 +122,13 @@ class FakeAnthropic:
     ``models`` are the model ids it knows (others get a 404); ``max_request_bytes`` is the
     size above which a request gets a 413; ``context_window``, when given, replaces every
     model's own (so a test can fill a small one). ``clock`` is the prompt cache's time in
-    seconds (``time.monotonic`` unless a test drives it)."""
+    seconds (``time.monotonic`` unless a test drives it).
+
+    The Models API (``GET /v1/models``, ``GET /v1/models/{id}``) answers with the fields the
+    reference doc names (sections 4 and 6): ``id``, ``type: "model"``, ``display_name``,
+    ``created_at``, ``max_input_tokens`` (the window, ``context_window`` when set) and
+    ``max_tokens``; an unknown id gets a 404 ``not_found_error``. ``models_api=False`` leaves
+    the routes out, so they answer aiohttp's plain 404 as a local compatible server would."""
 
     def __init__(
         self,
@@ -134,8 +140,11 @@ class FakeAnthropic:
         secret: bytes = PROCESS_SECRET,
         context_window: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        models_api: bool = True,
     ) -> None:
         self.model_fn = model_fn
+        self.models_api = models_api
+        self.model_lookups: list[str] = []  # the ids GET /v1/models/{id} was asked about
         self.models = tuple(models)
         self.max_request_bytes = max_request_bytes
         self.context_window = context_window
@@ -155,8 +164,9 @@ class FakeAnthropic:
         app = web.Application(client_max_size=self.max_request_bytes + 8 * 2**20)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
-        app.router.add_get("/v1/models", self._list_models)
-        app.router.add_get("/v1/models/{model_id}", self._get_model)
+        if self.models_api:
+            app.router.add_get("/v1/models", self._list_models)
+            app.router.add_get("/v1/models/{model_id}", self._get_model)
         self._runner, self.base_url = await serve(app)
         return self
 
@@ -238,6 +248,7 @@ class FakeAnthropic:
 
     async def _get_model(self, request: web.Request) -> web.Response:
         model = request.match_info["model_id"]
+        self.model_lookups.append(model)
         if model not in self.models:
             return error_response(404, "not_found_error", f"model: {model}")
         return web.json_response(model_info(model, self.context_window), headers=id_header())
