@@ -87,7 +87,9 @@ async def test_a_run_moves_the_metrics_and_health_is_ok_once_connected(
         assert before("bot_runs_in_flight") == 0 and before("bot_sandboxes_live") == 0
         assert before("bot_leases_held") == 0
         assert all(before("bot_errors_total", service=s) == 0 for s in SERVICES)
+        assert before("bot_prompt_tokens") == before("bot_context_window_tokens") == 0
 
+        h.model.context_window = 300_000  # what the Models API reports at the first run
         message = await h.slack.post_user_message(CHANNEL, "what is 6 * 7?", mention=True)
         await h.wait_for_text(message["ts"], ANSWER)
         await until(lambda: idle(port))
@@ -106,6 +108,10 @@ async def test_a_run_moves_the_metrics_and_health_is_ok_once_connected(
     cost = sum(response_cost(reply["model"], usage_of(reply["usage"])) for reply in h.model.replies)
     assert cost > 0 and after("bot_model_cost_usd_total") == pytest.approx(cost)
     assert all(after("bot_errors_total", service=s) == 0 for s in SERVICES)
+    last = usage_of(usage[-1]).prompt_tokens
+    assert last > usage_of(usage[0]).prompt_tokens  # the latest turn's, not the first's
+    assert after("bot_prompt_tokens") == last
+    assert after("bot_context_window_tokens") == 300_000
 
 
 def usage_of(fields: dict[str, Any]) -> Usage:

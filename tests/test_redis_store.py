@@ -125,6 +125,24 @@ async def test_every_key_is_under_the_prefix_and_prefixes_keep_stores_apart() ->
             await theirs.close()
 
 
+async def test_a_session_hash_from_before_prompt_sizes_reads_as_not_known() -> None:
+    """Hashes written by the code before the prompt fields lack them; a turn adds them."""
+    async with redis_server() as server:
+        store = RedisStore(server.url)
+        await store.open()
+        try:
+            await store.save_session(session())
+            redis = Redis.from_url(server.url, decode_responses=True)
+            await redis.hdel(f"sci:session:{session().key}", "prompt_tokens", "window_tokens")
+            await redis.aclose()
+            assert await store.get_session(session().key) == session()
+            await store.start_run(session().key, "r1", "q", 1.0)
+            await store.add_turn(session().key, "r1", {"input_tokens": 5}, None, 2.0)
+            assert await store.get_session(session().key) == session(prompt_tokens=5)
+        finally:
+            await store.close()
+
+
 async def test_a_newer_layout_is_refused() -> None:
     async with redis_server() as server:
         redis = Redis.from_url(server.url)

@@ -287,6 +287,36 @@ async def test_turn_costs_are_summed_into_the_session(store: Store) -> None:
     assert await store.get_session("T:C:1") == dataclasses.replace(first, cost_usd=0.75)
 
 
+async def test_the_latest_turns_prompt_size_and_window_are_kept_with_the_session(
+    store: Store,
+) -> None:
+    await store.save_session(session("T:C:1"))
+    fresh = await store.get_session("T:C:1")
+    assert fresh is not None and (fresh.prompt_tokens, fresh.window_tokens) == (0, 0)
+    await store.start_run("T:C:1", "r1", "q", at=1.0)
+    first = {"input_tokens": 900, "output_tokens": 50, "cache_write_5m_tokens": 100}
+    later = {
+        "input_tokens": 30,
+        "output_tokens": 80,
+        "cache_write_5m_tokens": 200,
+        "cache_write_1h_tokens": 5,
+        "cache_read_tokens": 1000,
+    }
+    await store.add_turn("T:C:1", "r1", first, 0.1, at=1.1, window_tokens=200_000)
+    await store.add_turn("T:C:1", "r1", later, 0.1, at=1.2, window_tokens=200_000)
+
+    record = await store.get_session("T:C:1")
+    assert record is not None
+    assert (record.prompt_tokens, record.window_tokens) == (1235, 200_000)  # output not counted
+    assert [r.prompt_tokens for r in await store.list_sessions()] == [1235]
+    # save_session ignores them, as it does the cost; a turn without a window clears it.
+    await store.save_session(dataclasses.replace(record, prompt_tokens=7, window_tokens=7))
+    assert await store.get_session("T:C:1") == record
+    await store.add_turn("T:C:1", "r1", first, None, at=1.3)
+    again = await store.get_session("T:C:1")
+    assert again is not None and (again.prompt_tokens, again.window_tokens) == (1000, 0)
+
+
 async def test_tool_calls_round_trip_in_order(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.save_session(session("T:C:2"))
@@ -723,7 +753,8 @@ async def test_a_version_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         await store.start_run(session().key, "r1", "q", at=1.0)
         await store.add_turn(session().key, "r1", {"input_tokens": 3}, 0.5, at=1.5)
         await store.add_tool_call(session().key, tool_call("r1", 1))
-        assert (await store.get_session(session().key)) == session(cost_usd=0.5)
+        upgraded = session(cost_usd=0.5, prompt_tokens=3)  # version 9's columns too
+        assert (await store.get_session(session().key)) == upgraded
         assert await store.tool_calls(session().key) == [tool_call("r1", 1)]
         assert [r.run_id for r in await store.runs_in_flight()] == ["r1"]
     finally:

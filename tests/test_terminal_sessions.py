@@ -16,6 +16,7 @@ from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, model_in_thread
 
 UPLOAD = "/buddy/work/uploads/population_2000_2010_2020.csv"
+PROMPT_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 LINES = "The file has {} lines.".format(POPULATION_CSV.read_bytes().count(b"\n"))
 
 
@@ -124,3 +125,19 @@ def test_a_spent_budget_stops_the_terminal_with_a_reason(
     code, out = run(capsys, "ask", "--session", "cheap", "hello again")
     assert code == 1 and "No budget left" in out and "this session's" in out
     assert len(model.requests) == 1  # the second question never reached the model
+
+
+def test_sessions_lists_the_latest_prompt_against_the_models_window(
+    model: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model.context_window = 40_000  # what the Models API reports, and the fake enforces
+    code, out = run(capsys, "ask", "--csv", str(POPULATION_CSV), "--session", "big",
+                    "count the rows")  # fmt: skip
+    assert code == 0, out
+    usage = model.replies[-1]["usage"]  # the latest of the run's two turns
+    prompt = sum(usage[k] for k in PROMPT_FIELDS)
+    assert prompt > sum(model.replies[0]["usage"][k] for k in PROMPT_FIELDS)
+    code, out = run(capsys, "sessions")
+    line = next(ln for ln in out.splitlines() if "terminal:big" in ln)
+    share = round(100 * prompt / 40_000)
+    assert line.endswith(f"prompt {prompt:,} of 40,000 tokens ({share}%)"), line
