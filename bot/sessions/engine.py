@@ -300,8 +300,7 @@ class Engine:
         log.warning("thread %s: taken over by another replica; stopping here", key)
         if self._tokens.get(key) == thread.token:
             del self._tokens[key]
-        if self._threads.get(key) is thread:
-            await self.close(key, destroy=False)  # the sandbox is the new owner's now
+        await self.lifecycle.drop_stale(key, thread)
         await self.lifecycle.release(key)  # if the lease is still ours (not likely)
 
     async def _end_run(self, run_id: str, outcome: RunOutcome, token: int | None) -> None:

@@ -167,10 +167,15 @@ class Lifecycle:
             return True
         except Fenced:
             log.warning("thread %s: taken over by another replica; dropped here", key)
-            if self._threads.get(key) is thread:
-                del self._threads[key]
-            await thread.session.close(destroy=False)
+            await self.drop_stale(key, thread)
             return False
+
+    async def drop_stale(self, key: str, thread: Thread) -> None:
+        """A copy whose writes the store refuses (its thread was taken over) leaves memory;
+        its sandbox is left alone: it is the new owner's now."""
+        if self._threads.get(key) is thread:
+            del self._threads[key]
+            await thread.session.close(destroy=False)
 
     async def _drop(self, key: str, thread: Thread) -> None:
         """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its

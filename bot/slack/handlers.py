@@ -148,8 +148,7 @@ class SlackBot:
         STOP_BY_ANYONE, anyone's who may use the bot); others are told, privately."""
         run = await self.store.get_run(run_id) if self.store and run_id else None
         refusal = self.policy.stop_refusal(channel, user, run.user if run else "")
-        if refusal:
-            await self.poster.ephemeral(channel, user, refusal, thread_ts)
+        if await self._turned_away(channel, user, thread_ts, refusal):
             return
         stop = {"kind": "stop", "run_id": run_id, "user": user, "channel": channel}
         if run is None or await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
@@ -220,8 +219,14 @@ class SlackBot:
     async def _refused_click(self, click: Click) -> bool:
         """Tell someone who may not use the bot here, privately; nothing changes."""
         refusal = self.policy.refusal(click.channel, click.user)
+        return await self._turned_away(click.channel, click.user, click.thread_ts, refusal)
+
+    async def _turned_away(
+        self, channel: str, user: str, thread_ts: str | None, refusal: str | None
+    ) -> bool:
+        """With a `refusal`, tell `user` it privately (True); without one, False."""
         if refusal:
-            await self.poster.ephemeral(click.channel, click.user, refusal, click.thread_ts)
+            await self.poster.ephemeral(channel, user, refusal, thread_ts)
         return refusal is not None
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -240,11 +245,9 @@ class SlackBot:
 
     async def _refused(self, ref: ThreadRef, event: dict[str, Any]) -> bool:
         """Tell someone who may not use the bot here, privately; no session is made."""
-        refusal = self.policy.refusal(ref.channel, event.get("user", ""))
-        if refusal:
-            thread_ts = event.get("thread_ts")
-            await self.poster.ephemeral(ref.channel, event.get("user", ""), refusal, thread_ts)
-        return refusal is not None
+        user = event.get("user", "")
+        refusal = self.policy.refusal(ref.channel, user)
+        return await self._turned_away(ref.channel, user, event.get("thread_ts"), refusal)
 
     async def _take(self, ref: ThreadRef, event: dict[str, Any], question: str) -> None:
         files = event.get("files") or []

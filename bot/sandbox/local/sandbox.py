@@ -103,9 +103,9 @@ class LocalSandbox:
         # was stopped too (the writes of the killed processes may still have been landing)
         earlier = f"Since the last call: {self._quota.note()}" if unseen else ""
         if watch.fired:
-            note = " ".join(filter(None, [earlier, self._quota.note()]))
+            note = earlier or self._quota.note()
             return dataclasses.replace(result, status="killed", exit_code=None, note=note)
-        if unseen:
+        if earlier:
             return dataclasses.replace(result, note=" ".join(filter(None, [earlier, result.note])))
         return result
 
