@@ -48,6 +48,11 @@ async def wait_ready(api: httpx.AsyncClient, sid: str, timeout_s: float = 10) ->
     raise AssertionError(f"sandbox {sid} did not boot")
 
 
+async def running(api: httpx.AsyncClient) -> str:
+    """A new sandbox, once it has booted: its id."""
+    return (await wait_ready(api, (await create(api)).json()["id"]))["id"]
+
+
 async def start(api: httpx.AsyncClient, sid: str, command: str, runtime: str = "BASH") -> str:
     response = await api.post(
         f"/sandboxes/{sid}/commands", json={"command": command, "runtime": runtime}

@@ -17,6 +17,7 @@ from tests.buddy_client import (
     create,
     message,
     process_running,
+    running,
     start,
     wait_command,
     wait_ready,
@@ -38,10 +39,6 @@ async def buddy(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
 async def api(buddy: FakeBuddy) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(buddy) as client:
         yield client
-
-
-async def running(api: httpx.AsyncClient) -> str:
-    return (await wait_ready(api, (await create(api)).json()["id"]))["id"]
 
 
 async def test_inactivity_stops_the_sandbox_keeping_files_and_ending_processes(

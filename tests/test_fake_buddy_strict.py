@@ -20,6 +20,7 @@ from tests.buddy_client import (
     create,
     make_repo,
     message,
+    running,
     wait_ready,
     wait_status,
 )
@@ -143,7 +144,7 @@ async def test_a_snapshot_restores_its_sandboxs_disk(sandbox_root: Path, tmp_pat
 
 
 async def test_a_stopped_sandbox_can_be_snapshotted(api: httpx.AsyncClient) -> None:
-    sid = (await wait_ready(api, (await create(api)).json()["id"]))["id"]
+    sid = await running(api)
     await exec_(api, sid, "echo x > /buddy/work/x")
     await api.post(f"/sandboxes/{sid}/stop")
     await wait_status(api, sid, "STOPPED")
@@ -156,7 +157,7 @@ async def test_a_stopped_sandbox_can_be_snapshotted(api: httpx.AsyncClient) -> N
 
 async def test_each_route_needs_its_scope(sandbox_root: Path) -> None:
     async with FakeBuddy(sandbox_root, boot_delay_s=BOOT_S) as buddy, client_for(buddy) as api:
-        sid = (await wait_ready(api, (await create(api)).json()["id"]))["id"]
+        sid = await running(api)
         buddy.scopes = {"SANDBOX_READ"}
         for response in (
             await create(api),

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.buddy_client import BOOT_S, client_for, create, message, wait_ready, wait_status
+from tests.buddy_client import BOOT_S, client_for, message, running, wait_ready, wait_status
 from tests.fakes.buddy_api import FakeBuddy
 
 RESTORE_S = 0.5  # long enough to be seen, polled for rather than slept through
@@ -30,10 +30,6 @@ async def buddy(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
 async def api(buddy: FakeBuddy) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(buddy) as client:
         yield client
-
-
-async def running(api: httpx.AsyncClient) -> str:
-    return (await wait_ready(api, (await create(api)).json()["id"]))["id"]
 
 
 async def sh(api: httpx.AsyncClient, sid: str, command: str) -> dict[str, Any]:
