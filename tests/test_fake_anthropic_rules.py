@@ -62,6 +62,10 @@ CACHED = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "first message"),
         ({"messages": [*USER_HI, {"role": "assistant", "content": "Sure"}]}, "prefill"),
         ({"messages": [{"role": "user", "content": []}]}, "non-empty"),
+        (
+            {"messages": [{"role": "user", "content": "hi", "model": MODEL}]},
+            "messages.0.model: Extra inputs are not permitted",
+        ),
         ({"messages": _with_tool_turn([text("note"), RESULT_1])}, "must come first"),
         (
             {"messages": _with_tool_turn([RESULT_1, {**RESULT_1, "tool_use_id": "toolu_x"}])},

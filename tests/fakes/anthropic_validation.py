@@ -10,6 +10,7 @@ from tests.fakes.anthropic_blocks import Block, as_blocks, merge_roles
 API_VERSIONS = ("2023-06-01", "2026-10-21")
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
+MESSAGE_KEYS = {"role", "content"}
 
 
 class ApiError(Exception):
@@ -108,6 +109,10 @@ def _validate_messages(messages: Any) -> None:
             raise InvalidRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         if i == 0 and role != "user":
             raise InvalidRequest("messages.0.role: the first message must use the 'user' role")
+        # A message is `role` and `content` (doc 1.2); the API's validation refuses any other
+        # key (a client's own bookkeeping left on a saved message, say). Its wording is ours.
+        for key in sorted(set(message) - MESSAGE_KEYS):
+            raise InvalidRequest(f"messages.{i}.{key}: Extra inputs are not permitted")
         _validate_content(i, message.get("content"))
 
 
