@@ -35,12 +35,28 @@ class TextEmitted:
 @dataclass(frozen=True)
 class ModelTurn:
     """One model response: its usage and cost (None: model not in the price table), and the
-    model's context window (None: not looked up)."""
+    model's context window (None: not looked up). A `compaction` turn summarised the
+    conversation (the bot's own call, or the server's iteration): it is paid for, but its
+    prompt is not the conversation's size."""
 
     turn: int
     usage: Usage
     cost_usd: float | None
     window: int | None = None
+    purpose: Literal["answer", "compaction"] = "answer"
+
+
+@dataclass(frozen=True)
+class ContextTrimmed:
+    """Older turns gave way so the conversation fits the model's context: `cleared` tool
+    results became placeholders, or the conversation was `compacted` into a summary, by the
+    bot or by the `server`. Token counts are estimates when the bot did it."""
+
+    kind: Literal["cleared", "compacted"]
+    by: Literal["bot", "server"]
+    before_tokens: int
+    after_tokens: int
+    items: int = 0  # tool results cleared
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,15 @@ class RunFailed:
     cause: Literal["model", "sandbox"] | None = None
 
 
-Event = ToolCallStarted | ToolCallFinished | TextEmitted | ModelTurn | RunFinished | RunFailed
+Event = (
+    ToolCallStarted
+    | ToolCallFinished
+    | TextEmitted
+    | ModelTurn
+    | ContextTrimmed
+    | RunFinished
+    | RunFailed
+)
 
 
 class Reporter(Protocol):

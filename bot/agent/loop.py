@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from bot.agent.context import ContextEditing
 from bot.agent.events import (
     ModelTurn,
     Reporter,
@@ -20,12 +22,15 @@ from bot.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from bot.agent.model import ModelError, RetryPolicy, create_message
+from bot.agent.keeper import ContextKeeper, Rewrite
+from bot.agent.model import ModelError, PromptTooLong, RetryPolicy, create_message
 from bot.agent.models import ModelLimits
 from bot.agent.pricing import response_cost
 from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
 from bot.agent.usage import Usage
+
+log = logging.getLogger(__name__)
 
 LAST_TURN_NOTE = (
     "This is your last turn: do not call any more tools. Write your answer now from what "
@@ -41,8 +46,14 @@ TERMINAL_STOPS = {"end_turn", "stop_sequence"}
 THINKING_KINDS = ("thinking", "redacted_thinking")
 MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
 FULL_WINDOW_NOTE = (
-    "This conversation has filled the model's context window; start a new conversation to go on."
+    "This conversation has filled the model's context window, even summarised. Start a new "
+    "conversation to go on (attach the files there again)."
 )
+GO_ON_NOTE = (
+    "The conversation was summarised above to fit the model's context. Go on with the latest "
+    "question; the steps you already took for it are in the summary."
+)
+FULL_STOPS = {"model_context_window_exceeded"}
 
 
 @dataclass(frozen=True)
@@ -66,11 +77,18 @@ class _Run:
 
     def add(self, message: Message, window: int | None) -> ModelTurn:
         self.turns += 1
-        usage = Usage.from_api(message.usage)
+        return ModelTurn(self.turns, *self._spend(message.model, message.usage), window)
+
+    def add_compaction(self, model: str, usage: Any) -> ModelTurn:
+        """A summarising call or iteration: paid for, not a turn of the run."""
+        return ModelTurn(self.turns, *self._spend(model, usage), purpose="compaction")
+
+    def _spend(self, model: str, api_usage: Any) -> tuple[Usage, float | None]:
+        usage = Usage.from_api(api_usage)
         self.usage += usage
-        cost = response_cost(message.model, usage)
+        cost = response_cost(model, usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
-        return ModelTurn(self.turns, usage, cost, window)
+        return usage, cost
 
     @property
     def over_budget(self) -> bool:
@@ -78,7 +96,8 @@ class _Run:
         return self.budget_usd is not None and spent is not None and spent >= self.budget_usd
 
 
-Checkpoint = Callable[[list[dict[str, Any]]], Awaitable[None]]
+# Called with the history after every change, and with what a rewrite of it replaced.
+Checkpoint = Callable[[list[dict[str, Any]], dict[str, Any] | None], Awaitable[None]]
 
 
 class Agent:
@@ -86,7 +105,8 @@ class Agent:
 
     `history` continues a saved conversation; `checkpoint` is called with the history after
     every change, so a restart can pick it up. `limits` caps `max_tokens` at the model's and
-    gives each turn's event the context window."""
+    gives each turn's event the context window. `context` keeps a long conversation within
+    the window (None: the history is sent whole, as it is)."""
 
     def __init__(
         self,
@@ -97,8 +117,12 @@ class Agent:
         history: list[dict[str, Any]] | None = None,
         checkpoint: Checkpoint | None = None,
         limits: ModelLimits | None = None,
+        context: ContextEditing | None = None,
     ) -> None:
         self._client = client
+        self._keeper = (
+            ContextKeeper(client, config.model, config.retry, limits, context) if context else None
+        )
         self._limits = limits  # None: MAX_OUTPUT_TOKENS is sent as it is
         self._config = config
         self._toolbox = toolbox
@@ -143,9 +167,10 @@ class Agent:
         With `budget_usd`, the run stops cleanly once its model turns have cost that much.
         `notes` tell of what happened since the last question; they go before it, in the
         conversation, since the history is resent as is and stays in the prompt cache."""
+        run = _Run(budget_usd=budget_usd)
+        await self._between_questions(run, reporter)
         self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
-        run = _Run(budget_usd=budget_usd)
         try:
             return await self._loop(run, context, reporter)
         except ModelError as exc:
@@ -156,13 +181,23 @@ class Agent:
     async def _loop(self, run: _Run, context: str, reporter: Reporter) -> RunFinished | RunFailed:
         system = system_blocks(context, cache=self._config.prompt_caching)
         max_tokens, window = await self._limit_values()
+        compacted = False  # a prompt too long is compacted once, then the run ends
         while True:
-            params = self._params(system, max_tokens)
-            message = await create_message(self._client, params, self._config.retry)
+            params = await self._params(system, max_tokens)
+            try:
+                message = await self._request(params, run, reporter)
+            except PromptTooLong:
+                if compacted or not await self._compact_now(run, reporter):
+                    raise ModelError(FULL_WINDOW_NOTE) from None
+                compacted = True
+                continue
             await reporter(run.add(message, window))
             stop = message.stop_reason or "end_turn"
             if stop == "refusal":
                 return await self._refused(run, message, reporter)
+            if stop in FULL_STOPS and not compacted and await self._compact_now(run, reporter):
+                compacted = True  # the cut turn is dropped; it goes on from the summary
+                continue
             self._add("assistant", _dump(message.content))
             self.history[-1][MODEL_KEY] = self._config.model
             await self._save()
@@ -206,7 +241,58 @@ class Agent:
             return wanted, None
         return await self._limits.max_tokens(wanted), (await self._limits.get()).context_window
 
-    def _params(self, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+    async def _request(self, params: dict[str, Any], run: _Run, reporter: Reporter) -> Any:
+        """One model turn; an endpoint that refuses the context-management betas gets the
+        request again without them (the bot edits from then on)."""
+        try:
+            message = await create_message(self._client, params, self._config.retry)
+        except ModelError as exc:
+            if self._keeper is None or not self._keeper.editing.refused(exc.__cause__ or exc):
+                raise
+            params = {k: v for k, v in params.items() if k not in ("betas", "context_management")}
+            message = await create_message(self._client, params, self._config.retry)
+        if self._keeper is not None:
+            for iteration in _compaction_iterations(message):
+                await reporter(run.add_compaction(message.model, iteration))
+            for event in self._keeper.seen(params, message):
+                await reporter(event)
+        return message
+
+    async def _between_questions(self, run: _Run, reporter: Reporter) -> None:
+        """Clear or compact before a question, past the thresholds. A failed summary leaves
+        the history as it was: the question may still fit."""
+        if self._keeper is None:
+            return
+        try:
+            rewrite = await self._keeper.between_questions(self.history)
+        except ModelError:
+            log.warning("The conversation could not be summarised; it is sent as it is.")
+            return
+        if rewrite is not None:
+            await self._apply(rewrite, run, reporter)
+
+    async def _compact_now(self, run: _Run, reporter: Reporter) -> bool:
+        """Compaction in the middle of a run, after the prompt was refused as too long."""
+        if self._keeper is None:
+            return False
+        try:
+            rewrite = await self._keeper.compact(self.history)
+        except ModelError:
+            return False
+        await self._apply(rewrite, run, reporter)
+        self._add_user([{"type": "text", "text": GO_ON_NOTE}])
+        await self._save()
+        return True
+
+    async def _apply(self, rewrite: Rewrite, run: _Run, reporter: Reporter) -> None:
+        if rewrite.summary_call is not None:
+            call = rewrite.summary_call
+            await reporter(run.add_compaction(call.model, call.usage))
+        self.history = rewrite.history
+        await self._save(rewrite.archive)
+        await reporter(rewrite.event)
+
+    async def _params(self, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self._config.model,
             "max_tokens": max_tokens,
@@ -218,6 +304,8 @@ class Agent:
             # Automatic caching: the breakpoint follows the newest block, so each turn reads
             # the whole previous conversation from the cache.
             params["cache_control"] = {"type": "ephemeral"}
+        if self._keeper is not None:
+            params.update(await self._keeper.request())
         return params
 
     async def _run_tools(
@@ -297,9 +385,9 @@ class Agent:
         await reporter(finished)
         return finished
 
-    async def _save(self) -> None:
+    async def _save(self, archive: dict[str, Any] | None = None) -> None:
         if self._checkpoint is not None:
-            await self._checkpoint(self.history)
+            await self._checkpoint(self.history, archive)
 
     def _add_user(self, blocks: list[dict[str, Any]]) -> None:
         self._add("user", blocks)
@@ -316,6 +404,12 @@ class Agent:
 def _for_api(message: dict[str, Any]) -> dict[str, Any]:
     """A saved message as the API takes it: the model mark is ours alone."""
     return {"role": message["role"], "content": message["content"]}
+
+
+def _compaction_iterations(message: Any) -> list[Any]:
+    """The server's compaction iterations: billed, and not in the top-level usage (doc 1.6)."""
+    iterations = getattr(message.usage, "iterations", None) or []
+    return [i for i in iterations if getattr(i, "type", None) == "compaction"]
 
 
 def _dump(blocks: list[Any]) -> list[dict[str, Any]]:

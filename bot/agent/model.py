@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 import httpx2
 from anthropic.types import Message
+from anthropic.types.beta import BetaMessage
 
 from bot.errors import BotError, ConfigError
 from bot.settings import Settings
@@ -23,6 +24,11 @@ SDK_LONGEST_WAIT_S = 10.0
 
 class ModelError(BotError):
     """The model API failed in a way retrying did not fix."""
+
+
+class PromptTooLong(ModelError):
+    """The prompt is longer than the model's context window (or the request than the API's
+    size limit): compacting the conversation may fix it."""
 
 
 def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
@@ -72,16 +78,19 @@ class RetryPolicy:
 
 async def create_message(
     client: anthropic.AsyncAnthropic, params: dict[str, Any], policy: RetryPolicy
-) -> Message:
-    """One model turn, streamed; a partial turn is discarded and the request sent again."""
+) -> Message | BetaMessage:
+    """One model turn, streamed; a partial turn is discarded and the request sent again.
+    With `betas` among the params, the beta endpoint takes it (context management)."""
+    messages = client.beta.messages if "betas" in params else client.messages
     for attempt in range(policy.attempts):
         try:
-            async with client.messages.stream(**params) as stream:
+            async with messages.stream(**params) as stream:
                 return await stream.get_final_message()
         except (anthropic.APIError, httpx2.TransportError) as exc:
             # A stream cut mid-way surfaces as the transport's own error, not an SDK one.
             if attempt + 1 >= policy.attempts or not _retryable(exc):
-                raise ModelError(_describe(exc, client)) from exc
+                error = PromptTooLong if _too_long(exc) else ModelError
+                raise error(_describe(exc, client)) from exc
             # Sooner than the server asked would only meet the same answer.
             asked = _retry_after(exc) or 0.0
             if asked > policy.max_delay_s:
@@ -116,6 +125,12 @@ def _wait_asked(exc: Exception, seconds: float) -> str:
     kind = _error_type(exc) if isinstance(exc, anthropic.APIStatusError) else None
     busy = "overloaded" if status == 529 or kind == "overloaded_error" else "rate-limiting us"
     return f"The model API is {busy} and asked us to wait {when}; try again after that."
+
+
+def _too_long(exc: Exception) -> bool:
+    status = getattr(exc, "status_code", None)
+    text = str(getattr(exc, "message", ""))
+    return status == 413 or (status == 400 and "prompt is too long" in text)
 
 
 def _retryable(exc: Exception) -> bool:

@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from bot.agent.events import ModelTurn, RunFailed, RunFinished, ToolCallFinished
+from bot.agent.events import ContextTrimmed, ModelTurn, RunFailed, RunFinished, ToolCallFinished
 from bot.agent.tools import TOOLS
 from bot.agent.usage import Usage
 from bot.sessions.events import (
@@ -72,6 +72,12 @@ class Metrics:
         self.cost = counter("bot_model_cost_usd", "Model cost at list price, in USD.")
         self.prompt = gauge("bot_prompt_tokens", "Prompt size of this process's latest turn.")
         self.window = gauge("bot_context_window_tokens", "The model's context window.")
+        self.context_edits = counter(
+            "bot_context_edits",
+            "Long conversations cleared or compacted, by kind and by whom.",
+            "kind",
+            "by",
+        )
         # Every series of a bounded label exists from the start, so a rate over it is 0,
         # not missing, until the first event.
         for metric, values in (
@@ -142,7 +148,10 @@ class _Observed:
                 metrics.runs_started.inc()
             case ModelTurn():
                 metrics.count_usage(event.usage, event.cost_usd)
-                metrics.count_prompt(event.usage.prompt_tokens, event.window)
+                if event.purpose == "answer":  # a summary's prompt is not the thread's size
+                    metrics.count_prompt(event.usage.prompt_tokens, event.window)
+            case ContextTrimmed():
+                metrics.context_edits.labels(event.kind, event.by).inc()
             case ToolCallFinished():
                 metrics.count_tool_call(event)
             case RunFailed(cause=cause) if cause in CAUSES:

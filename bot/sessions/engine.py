@@ -224,7 +224,9 @@ class Engine:
             key,
             record.repo_url,
             history=await self._store.load_history(key),
-            checkpoint=lambda history: self._store.save_history(key, history, token=token),
+            checkpoint=lambda history, archive: self._store.save_history(
+                key, history, token=token, archive=archive
+            ),
             on_sandbox=lambda sandbox_id: self._sandbox_changed(key, sandbox_id, token),
         )
         intakes = [self._intake(f) for f in await self._store.files(key)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import anthropic
 
+from bot.agent.context import ContextConfig, ContextEditing
 from bot.agent.loop import Agent, AgentConfig, Checkpoint
 from bot.agent.model import RetryPolicy
 from bot.agent.models import ModelLimits
@@ -37,6 +38,14 @@ class SessionFactory:
         self._client = client
         self.provider = provider
         self.limits = ModelLimits(client, settings.anthropic_model)  # looked up once, lazily
+        self.context = ContextEditing(  # what the endpoint does for long threads, learnt once
+            ContextConfig(
+                settings.context_editing,
+                settings.context_clear_tokens,
+                settings.context_compact_tokens,
+                settings.context_keep_tool_uses,
+            )
+        )
         self.scrubber = Scrubber(settings.secret_values())
 
     def new(
@@ -89,4 +98,5 @@ class SessionFactory:
             history=history,
             checkpoint=checkpoint,
             limits=self.limits,
+            context=self.context,
         )

@@ -162,9 +162,19 @@ class Store(Protocol):
         ...
 
     async def save_history(
-        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+        self,
+        key: str,
+        messages: list[dict[str, Any]],
+        *,
+        token: int | None = None,
+        archive: dict[str, Any] | None = None,
     ) -> None:
-        """Replace the conversation (any JSON-able messages)."""
+        """Replace the conversation (any JSON-able messages). `archive`: what this save
+        replaces (cleared or compacted turns, as they were), kept in the same write."""
+        ...
+
+    async def archived_history(self, key: str) -> list[dict[str, Any]]:
+        """Every `archive` saved for the session, oldest first."""
         ...
 
     async def load_history(self, key: str) -> list[dict[str, Any]]:

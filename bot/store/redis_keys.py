@@ -67,6 +67,9 @@ class Keys:
     def history(self, key: str) -> str:
         return f"{self.prefix}history:{key}"
 
+    def archive(self, key: str) -> str:
+        return f"{self.prefix}archive:{key}"
+
     def files(self, key: str) -> str:
         return f"{self.prefix}files:{key}"
 

@@ -27,6 +27,14 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no
 return redis.call(ARGV[1], KEYS[2], ARGV[2])
 """
 
+# KEYS: the session's hash, its history, its archive of replaced history. ARGV: the history
+# (JSON), and the replaced part to archive ('' for none): written together or not at all.
+SAVE_HISTORY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
+if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[3], ARGV[2]) end
+return redis.call('SET', KEYS[2], ARGV[1])
+"""
+
 # KEYS: the session's hash. ARGV: field, value, ... (may be none: then only the check).
 UPDATE_SESSION = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
@@ -146,7 +154,15 @@ return redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
 
 # The writes a thread's owner makes for it; END_RUN checks its run's fence itself.
 FENCED = frozenset(
-    {"WRITE_FOR_SESSION", "UPDATE_SESSION", "START_RUN", "TAKE_QUEUED", "ADD_TURN", "ADD_TOOL_CALL"}
+    {
+        "WRITE_FOR_SESSION",
+        "SAVE_HISTORY",
+        "UPDATE_SESSION",
+        "START_RUN",
+        "TAKE_QUEUED",
+        "ADD_TURN",
+        "ADD_TOOL_CALL",
+    }
 )
 
 

@@ -98,11 +98,21 @@ class RedisStore:
         await self._fenced(key, token, "UPDATE_SESSION", [self.keys.session(key)], args)
 
     async def save_history(
-        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+        self,
+        key: str,
+        messages: list[dict[str, Any]],
+        *,
+        token: int | None = None,
+        archive: dict[str, Any] | None = None,
     ) -> None:
         data = await asyncio.to_thread(json.dumps, messages)  # may be megabytes
-        keys = [self.keys.session(key), self.keys.history(key)]
-        await self._fenced(key, token, "WRITE_FOR_SESSION", keys, ["SET", data])
+        old = await asyncio.to_thread(json.dumps, archive) if archive else ""
+        keys = [self.keys.session(key), self.keys.history(key), self.keys.archive(key)]
+        await self._fenced(key, token, "SAVE_HISTORY", keys, [data, old])
+
+    async def archived_history(self, key: str) -> list[dict[str, Any]]:
+        entries = await self._list(self.keys.archive(key))
+        return [await asyncio.to_thread(json.loads, entry) for entry in entries]
 
     async def load_history(self, key: str) -> list[dict[str, Any]]:
         with self._errors():
@@ -272,6 +282,7 @@ def _token(token: int | None) -> str:
 
 
 _SCRIPTS = (
-    "WRITE_FOR_SESSION", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE", "START_RUN", "END_RUN",
-    "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK", "TAKE_QUEUED",
+    "WRITE_FOR_SESSION", "SAVE_HISTORY", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE",
+    "START_RUN", "END_RUN", "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
+    "TAKE_QUEUED",
 )  # fmt: skip

@@ -82,9 +82,17 @@ class SqliteStore:
         await self._fenced(key, token, rows.update_session, key, fields)
 
     async def save_history(
-        self, key: str, messages: list[dict[str, Any]], *, token: int | None = None
+        self,
+        key: str,
+        messages: list[dict[str, Any]],
+        *,
+        token: int | None = None,
+        archive: dict[str, Any] | None = None,
     ) -> None:
-        await self._fenced(key, token, rows.save_history, key, messages)
+        await self._fenced(key, token, rows.save_history, key, messages, archive)
+
+    async def archived_history(self, key: str) -> list[dict[str, Any]]:
+        return await self._read(rows.archived_history, key)
 
     async def load_history(self, key: str) -> list[dict[str, Any]]:
         return await self._read(rows.load_history, key)

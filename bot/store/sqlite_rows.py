@@ -78,13 +78,27 @@ def update_session(conn: sqlite3.Connection, key: str, fields: dict[str, Any]) -
         raise NotFound(f"no session {key!r}")
 
 
-def save_history(conn: sqlite3.Connection, key: str, messages: list[dict[str, Any]]) -> None:
+def save_history(
+    conn: sqlite3.Connection,
+    key: str,
+    messages: list[dict[str, Any]],
+    archive: dict[str, Any] | None = None,
+) -> None:
     # ensure_ascii keeps lone surrogates (from undecodable output) as escapes, which UTF-8 can't.
     conn.execute(
         "INSERT INTO history (key, messages) VALUES (?, ?)"
         " ON CONFLICT (key) DO UPDATE SET messages = excluded.messages",
         (key, json.dumps(messages)),
     )
+    if archive:
+        conn.execute(
+            "INSERT INTO history_archive (key, entry) VALUES (?, ?)", (key, json.dumps(archive))
+        )
+
+
+def archived_history(conn: sqlite3.Connection, key: str) -> list[dict[str, Any]]:
+    rows = conn.execute("SELECT entry FROM history_archive WHERE key = ? ORDER BY id", (key,))
+    return [json.loads(row["entry"]) for row in rows]
 
 
 def load_history(conn: sqlite3.Connection, key: str) -> list[dict[str, Any]]:

@@ -153,6 +153,15 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN window_tokens INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: the parts of a conversation that clearing or compaction replaced, kept for export.
+    """
+    CREATE TABLE history_archive (
+        id    INTEGER PRIMARY KEY,  -- the order archived
+        key   TEXT NOT NULL REFERENCES sessions (key) ON DELETE CASCADE,
+        entry TEXT NOT NULL         -- JSON: when, why, and the messages as they were
+    );
+    CREATE INDEX history_archive_key ON history_archive (key, id);
+    """,
 )
 
 
