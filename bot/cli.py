@@ -105,7 +105,7 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
 
 async def list_or_export(args: argparse.Namespace) -> int:
     """`sessions`: one line per session, Slack threads and terminal sessions alike;
-    `sessions export THREAD`: its audit as JSONL."""
+    `sessions export THREAD`: its audit as JSONL (tool calls, feedback, the conversation)."""
     store = build_store(load_settings())
     await store.open()
     try:
@@ -124,10 +124,15 @@ async def list_or_export(args: argparse.Namespace) -> int:
         if not matches:
             print(f"No session for {args.thread!r}; see `python -m bot sessions`.", file=sys.stderr)
             return 1
-        for call in await store.tool_calls(matches[0].key):
+        key = matches[0].key
+        for call in await store.tool_calls(key):
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
-        for rating in await store.feedback(matches[0].key):
+        for rating in await store.feedback(key):
             print(json.dumps({"feedback": dataclasses.asdict(rating)}, ensure_ascii=False))
+        # The conversation: what clearing and compaction replaced, then what the model is sent.
+        for archived in await store.archived_history(key):
+            print(json.dumps({"archived": archived}, ensure_ascii=False))
+        print(json.dumps({"history": await store.load_history(key)}, ensure_ascii=False))
         return 0
     finally:
         await store.close()

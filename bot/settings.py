@@ -41,9 +41,10 @@ class Settings(BaseSettings):
     max_output_tokens: int = Field(default=16_000, ge=256, le=128_000)
     prompt_caching: bool = True
     # Long threads: server (the API's context-management betas), client (the bot clears and
-    # summarises itself) or auto (server where the endpoint has them). Thresholds in prompt
-    # tokens; unset: half the window (at most 100,000) to clear, 1.5 times that to compact.
-    context_editing: Literal["auto", "server", "client"] = "auto"
+    # summarises itself), auto (server where the endpoint has them) or off (sent whole).
+    # Thresholds in prompt tokens; unset: half the window (at most 100,000) to clear, 1.5
+    # times that to compact.
+    context_editing: Literal["auto", "server", "client", "off"] = "auto"
     context_clear_tokens: int | None = Field(default=None, ge=1_000)
     context_compact_tokens: int | None = Field(default=None, ge=1_000)
     context_keep_tool_uses: int = Field(default=3, ge=0, le=100)

@@ -163,9 +163,10 @@ async def test_sessions_command_lists_and_exports_the_audit(
         listed = await _run_bot(env, sandbox_root, "sessions")
         exported = await _run_bot(env, sandbox_root, "sessions", "export", thread)
     assert f"T0FAKE001:{CHANNEL}:{thread}" in listed and "active" in listed and "$" in listed
-    records = [json.loads(line) for line in exported.splitlines()]
+    *records, conversation = [json.loads(line) for line in exported.splitlines()]
     assert [r["tool"] for r in records] == ["run_code"]
     assert records[0]["code"] == LIST_UPLOADS and records[0]["status"] == "ok"
+    assert "what files?" in json.dumps(conversation["history"][0])
 
 
 async def _run_bot(env: dict[str, str], cwd: Path, *args: str) -> str:

@@ -89,8 +89,9 @@ def test_a_named_session_continues_with_its_history_file_and_sandbox(
     assert line.startswith("terminal") and " idle " in line
 
     code, out = run(capsys, "sessions", "export", "pop")
-    calls = [json.loads(ln) for ln in out.splitlines()]
+    *calls, conversation = [json.loads(ln) for ln in out.splitlines()]
     assert code == 0 and [c["code"] for c in calls] == [f"wc -l < {UPLOAD}"]
+    assert [m["role"] for m in conversation["history"]][:2] == ["user", "assistant"]
 
 
 def test_a_session_whose_sandbox_is_gone_gets_its_files_again(

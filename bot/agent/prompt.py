@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.agent.trim import VARIABLES
 from bot.datacard import DataCard, cards_for_model
 from bot.sandbox.base import DATA_DIR, OUT_DIR, REPORT_PATH, UPLOADS_DIR, WORK_DIR
 
@@ -20,7 +21,9 @@ rows (such as "World", regions or income groups among countries).
 between calls and between questions in this conversation. Load a file once and build on it in \
 later steps; do not read it again. The value of a cell's last expression is printed. The tool \
 result tells you when the kernel had to start afresh (variables gone); run_code with \
-restart=true gives you a clean kernel on purpose.
+restart=true gives you a clean kernel on purpose. In a long conversation, older tool outputs \
+are cleared or summarised to fit your context, but the kernel keeps what those steps made: \
+list it with `{VARIABLES}`.
 - Python 3 has the standard library; third-party packages such as pandas may be missing. If an \
 import fails, do the work with the standard library (csv, statistics, json) rather than stop.
 - When code fails, read the error, fix the code and run it again.

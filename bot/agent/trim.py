@@ -15,7 +15,7 @@ from typing import Any
 
 THINKING_KINDS = ("thinking", "redacted_thinking")
 # What lists a kernel's variables (the kernel runs cells in one plain namespace).
-VARIABLES = "print({k: type(v).__name__ for k, v in globals().items() if not k[:1] == '_'})"
+VARIABLES = "print({k: type(v).__name__ for k, v in globals().items() if k[:1] != '_'})"
 CLEARED_MARK = "[Output cleared"
 CLEARED = (
     CLEARED_MARK + " to keep this long conversation within the model's context. It began: "
@@ -56,7 +56,7 @@ def clear_results(
         if freed >= chars:
             break
         before = len(result["content"])
-        result["content"] = CLEARED.format(first=_first_line(result["content"]))
+        result["content"] = CLEARED.replace("{first}", _first_line(result["content"]))
         freed += before - len(result["content"])
         count += 1
     return (strip_thinking(cleared), count) if count else (history, 0)

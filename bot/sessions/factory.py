@@ -38,12 +38,17 @@ class SessionFactory:
         self._client = client
         self.provider = provider
         self.limits = ModelLimits(client, settings.anthropic_model)  # looked up once, lazily
-        self.context = ContextEditing(  # what the endpoint does for long threads, learnt once
-            ContextConfig(
-                settings.context_editing,
-                settings.context_clear_tokens,
-                settings.context_compact_tokens,
-                settings.context_keep_tool_uses,
+        # What the endpoint does for long threads, learnt once per process.
+        self.context = (
+            None
+            if settings.context_editing == "off"
+            else ContextEditing(
+                ContextConfig(
+                    settings.context_editing,
+                    settings.context_clear_tokens,
+                    settings.context_compact_tokens,
+                    settings.context_keep_tool_uses,
+                )
             )
         )
         self.scrubber = Scrubber(settings.secret_values())

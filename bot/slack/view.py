@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from slack_sdk.errors import SlackApiError
 
-from bot.agent.events import RunFailed, RunFinished
+from bot.agent.events import ContextTrimmed, RunFailed, RunFinished
 from bot.errors import BotError
 from bot.sessions.events import (
     BudgetSpent,
@@ -68,6 +68,13 @@ STOPPED_NOTE = (
 WAITING_NOTE = (
     ":hourglass_flowing_sand: All {limit} sandboxes this bot may run at once are in use, so "
     "this question waits its turn; it goes on as soon as one is free (Stop cancels it)."
+)
+
+
+COMPACTED_NOTE = (
+    ":card_index_dividers: This thread has grown long, so its earlier steps were summarised to "
+    "fit the model's context. The figures found so far, the files and the kernel's variables "
+    "are kept."
 )
 
 
@@ -181,6 +188,8 @@ class SlackView:
                 await self._budget_spent(event)
             case SandboxWaiting(limit=limit):
                 await self._say(WAITING_NOTE.format(limit=limit))
+            case ContextTrimmed(kind="compacted"):
+                await self._say(COMPACTED_NOTE)
             case SandboxSuspended(kept_s=kept_s):
                 await self._say(STOPPED_NOTE.format(kept=_span(kept_s)) if kept_s else IDLE_NOTE)
             case RunFinished():

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from bot.agent.clip import clip
 from bot.agent.events import (
+    ContextTrimmed,
     Event,
     RunFailed,
     RunFinished,
@@ -58,6 +59,8 @@ class TerminalReporter:
                 self._write(self._red("\n" + budget_note(event)))
             case SandboxWaiting():
                 self._write(self._dim(WAITING.format(limit=event.limit)))
+            case ContextTrimmed():
+                self._write(self._dim(trimmed_note(event)))
             case ToolCallStarted():
                 self._calls += 1
                 self._started(event)
@@ -130,6 +133,17 @@ def summary(turns: int, usage: Usage, cost: float | None) -> str:
         f"({usage.cache_read_tokens:,} cached, {usage.cache_write_tokens:,} written) · "
         f"{usage.output_tokens:,} out · {price}"
     )
+
+
+def trimmed_note(event: ContextTrimmed) -> str:
+    """One line on the conversation made shorter to fit the model's context."""
+    who = "the model API" if event.by == "server" else "the bot"
+    if event.kind == "cleared":
+        what = f"{event.items} old tool output{'s' if event.items != 1 else ''} cleared"
+    else:
+        what = "earlier steps summarised"
+    size = f"~{event.before_tokens:,} → ~{event.after_tokens:,} tokens"
+    return f"· {what} by {who} to fit the model's context ({size})"
 
 
 def budget_note(event: BudgetSpent) -> str:
