@@ -25,6 +25,16 @@ tokens > M maximum" is an assumed wording, the doc gives none), and a prompt cac
 matches prefixes byte for byte and forgets them after their TTL (``anthropic_cache``).
 Faults include 429/529s with no ``retry-after`` or a long one (``http_error``). A test
 fails when its script raises, or when faults it injected were never consumed.
+
+Server-side context management (doc 6) follows ``context_editing``: "apply" runs the beta
+edits named in ``anthropic-beta`` (``anthropic_context`` checks them): the oldest tool results
+cleared to a placeholder past a trigger (``anthropic_clearing``), and compaction
+(``anthropic_compaction``): a prompt past its trigger is summarised by ``compaction_fn`` into
+a signed compaction block that opens the reply (its tokens in ``usage.iterations``), and a
+request is read from its last compaction block on. The edited prompt is what the window,
+the cache and the script (``req.messages``) see; thinking seals are checked on the messages
+as sent (``req.sent_messages``). "refuse" is a server without the beta (a 400 on the field);
+"ignore" a compatible one that drops it.
 """
 
 from __future__ import annotations
@@ -49,7 +59,14 @@ from tests.fakes.anthropic_blocks import (
     thinking,
     tool_use,
 )
-from tests.fakes.anthropic_cache import PromptCache, output_usage, total_input_tokens
+from tests.fakes.anthropic_cache import (
+    PromptCache,
+    output_usage,
+    total_input_tokens,
+    zero_input_usage,
+)
+from tests.fakes.anthropic_compaction import CompactionFn, compacted, digest, iterations
+from tests.fakes.anthropic_editing import ContextEditor, Edited
 from tests.fakes.anthropic_faults import (
     DropConnection,
     Fault,
@@ -128,7 +145,11 @@ class FakeAnthropic:
     reference doc names (sections 4 and 6): ``id``, ``type: "model"``, ``display_name``,
     ``created_at``, ``max_input_tokens`` (the window, ``context_window`` when set) and
     ``max_tokens``; an unknown id gets a 404 ``not_found_error``. ``models_api=False`` leaves
-    the routes out, so they answer aiohttp's plain 404 as a local compatible server would."""
+    the routes out, so they answer aiohttp's plain 404 as a local compatible server would.
+
+    ``context_editing`` is "apply", "refuse" or "ignore" (module docstring);
+    ``compaction_fn`` makes a compaction's summary from the messages the model would read
+    (by default each user and assistant text, clipped)."""
 
     def __init__(
         self,
@@ -141,6 +162,8 @@ class FakeAnthropic:
         context_window: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         models_api: bool = True,
+        context_editing: str = "apply",
+        compaction_fn: CompactionFn = digest,
     ) -> None:
         self.model_fn = model_fn
         self.models_api = models_api
@@ -155,6 +178,7 @@ class FakeAnthropic:
         self.base_url = ""
         self._faults: deque[Fault] = deque()
         self._history = History(secret)
+        self._context = ContextEditor(context_editing, secret, compaction_fn)
         self._runner: web.AppRunner | None = None
 
     # -- lifecycle
@@ -219,13 +243,30 @@ class FakeAnthropic:
         if (denied := check_auth(req.headers)) is not None:
             return denied
         try:
-            self._check(raw, body, req.headers)
-            self._history.check(str(req.model), req.merged_messages)
+            edited = self._check(raw, body, req.headers)
+            self._history.check(str(req.model), req.merged_sent)
         except ApiError as err:
             return error_response(err.status, err.type, str(err))
+        req.view, req.applied_edits = edited.view, edited.applied
+        made = None if self._faults else self._context.compaction(edited.compact, req.model_body)
+        if made is not None:
+            return await self._compacted(request, req, edited, *made)
         outcome = self._faults.popleft() if self._faults else await self._run_script(req)
         if isinstance(outcome, Reply):
             return await self._reply(request, req, outcome)
+        return await self._fault(request, req, outcome)
+
+    async def _compacted(
+        self, request: web.Request, req: ModelRequest, edited: Edited, block: Block, size: int
+    ) -> web.StreamResponse:
+        """The prompt passed the compact trigger: the model answers the summary and the latest
+        user message, unless the edit asks to pause after compacting."""
+        req.compaction, req.view = block["content"], compacted(req.messages, block)
+        if (edited.compact or {}).get("pause_after_compaction"):
+            return await self._reply(request, req, Reply([], "compaction"), (block, size))
+        outcome = await self._run_script(req)
+        if isinstance(outcome, Reply):
+            return await self._reply(request, req, outcome, (block, size))
         return await self._fault(request, req, outcome)
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
@@ -234,10 +275,13 @@ class FakeAnthropic:
         if (denied := check_auth(headers)) is not None:
             return denied
         try:
-            self._check(raw, body, headers, count_only=True)
+            edited = self._check(raw, body, headers, count_only=True)
         except ApiError as err:
             return error_response(err.status, err.type, str(err))
-        return web.json_response({"input_tokens": total_input_tokens(body)}, headers=id_header())
+        answer: dict[str, Any] = {"input_tokens": total_input_tokens(edited.body(body))}
+        if edited.applied is not None:
+            answer["context_management"] = {"original_input_tokens": total_input_tokens(body)}
+        return web.json_response(answer, headers=id_header())
 
     async def _list_models(self, request: web.Request) -> web.Response:
         data = [model_info(m, self.context_window) for m in self.models]
@@ -257,17 +301,20 @@ class FakeAnthropic:
 
     def _check(
         self, raw: bytes | None, body: Any, headers: dict[str, str], *, count_only: bool = False
-    ) -> None:
-        """Everything the API checks before the model runs, in the order it answers."""
+    ) -> Edited:
+        """Everything the API checks before the model runs, in the order it answers. The
+        window holds the prompt after context edits, which is what the model reads."""
         check_size(len(raw) if raw is not None else None, self.max_request_bytes)
         validate(body, headers, count_only=count_only)
         check_model(body, self.models)
         check_model_rules(body)
         check_cache_markers(body)
+        edited = self._context.edit(body, headers)
         if not count_only:  # counting a prompt too long to send is what counting is for
             check_max_tokens(body)
             window = self.context_window or context_window(str(body.get("model")))
-            check_window(total_input_tokens(body), window)
+            check_window(total_input_tokens(edited.body(body)), window)
+        return edited
 
     async def _run_script(self, req: ModelRequest) -> Reply | Fault:
         outcome = self.model_fn(req)
@@ -277,13 +324,15 @@ class FakeAnthropic:
             raise TypeError(f"model_fn returned {outcome!r}, expected a Reply or a fault")
         return outcome
 
-    def _message(self, req: ModelRequest, reply: Reply, content: list[Any]) -> dict[str, Any]:
-        usage = {
-            **self.cache.input_usage(req.body),
-            **output_usage(content),
-            "service_tier": "standard",
-            **(reply.usage or {}),
-        }
+    def _message(
+        self,
+        req: ModelRequest,
+        reply: Reply,
+        content: list[Any],
+        compaction: tuple[Block, int] | None = None,
+    ) -> dict[str, Any]:
+        usage = self._usage(req, reply, content, compaction)
+        extra = {} if req.applied_edits is None else {"applied_edits": req.applied_edits}
         return {
             "id": random_id("msg_"),
             "type": "message",
@@ -294,19 +343,46 @@ class FakeAnthropic:
             "stop_sequence": reply.stop_sequence,
             "stop_details": reply.stop_details,
             "usage": usage,
+            **({"context_management": extra} if extra else {}),
         }
 
+    def _usage(
+        self,
+        req: ModelRequest,
+        reply: Reply,
+        content: list[Any],
+        compaction: tuple[Block, int] | None,
+    ) -> dict[str, Any]:
+        """The message's usage; a compaction's own goes in ``iterations`` only (doc 1.6). A
+        reply paused after compacting ran no message iteration: its top-level usage is 0."""
+        answered = [b for b in content if b.get("type") != "compaction"]
+        if compaction is not None and reply.stop_reason == "compaction":
+            usage = {**zero_input_usage(), "output_tokens": 0}
+        else:
+            usage = {**self.cache.input_usage(req.model_body), **output_usage(answered)}
+        usage = {**usage, "service_tier": "standard", **(reply.usage or {})}
+        if compaction is not None:
+            block, size = compaction
+            ran = None if reply.stop_reason == "compaction" else usage
+            usage["iterations"] = iterations(size, block, ran)
+        return usage
+
     async def _reply(
-        self, request: web.Request, req: ModelRequest, reply: Reply
+        self,
+        request: web.Request,
+        req: ModelRequest,
+        reply: Reply,
+        compaction: tuple[Block, int] | None = None,
     ) -> web.StreamResponse:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
-        content = self._history.sign(
-            str(req.model), req.merged_messages, self._thought(req, reply.content)
-        )
-        message = self._message(req, reply, content)
+        blocks = [] if reply.stop_reason == "compaction" else self._thought(req, reply.content)
+        if compaction is not None:  # the compaction block opens the reply (doc 6)
+            blocks = [compaction[0], *blocks]
+        content = self._history.sign(str(req.model), req.merged_sent, blocks)
+        message = self._message(req, reply, content, compaction)
         stop = str(reply.stop_reason)
-        self._history.remember(str(req.model), req.merged_messages, message["content"], stop)
+        self._history.remember(str(req.model), req.merged_sent, message["content"], stop)
         self.replies.append(message)
         if not req.stream:
             return web.json_response(message, headers=id_header())
@@ -325,7 +401,7 @@ class FakeAnthropic:
             return drop(request)
 
         blocks = self._thought(req, partial_blocks(fault.after_blocks, fault.content))
-        partial = self._history.sign(str(req.model), req.merged_messages, blocks)
+        partial = self._history.sign(str(req.model), req.merged_sent, blocks)
         response = await stream(request, stream_blocks(self._message(req, Reply(partial), partial)))
         if isinstance(fault, DropConnection):
             return drop(request, response)

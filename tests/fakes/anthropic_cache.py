@@ -139,6 +139,16 @@ class PromptCache:
         return best
 
 
+def zero_input_usage() -> dict[str, Any]:
+    """The input side of a usage that read no prompt."""
+    return {
+        "input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+    }
+
+
 def total_input_tokens(body: dict[str, Any]) -> int:
     segments = _segments(body)
     return segments[-1].end_tokens if segments else 0

@@ -13,7 +13,14 @@ the strict reading.
 Every assistant message the fake produced is remembered by its model and visible blocks, so
 the latest assistant turn can be checked to come back to that model with its thinking blocks
 unchanged and in place (another model takes it stripped of them: doc 1.4, "strip or
-restart"), and a conversation may end on an assistant turn only after ``pause_turn``.
+restart"), and a conversation may end on an assistant turn only after ``pause_turn`` or a
+paused compaction (``stop_reason: "compaction"``, doc 1.5: "send back and continue").
+
+One relaxation: the latest turn may also come back to its own model with all of its thinking
+stripped when it holds no ``tool_use`` block. Doc 1.4 advises "strip or restart" when history
+is rewritten, and a finished answer followed by a new question is history the model no longer
+reasons from (doc 6: only the last turn's thinking is kept). A tool loop being continued still
+needs its thinking back, as the API requires; a partly stripped or altered turn is refused.
 """
 
 from __future__ import annotations
@@ -97,7 +104,7 @@ class History:
         before = as_blocks(last.get("content")) if last.get("role") == "assistant" else []
         whole = [*before, *content]
         self._sent.setdefault((model, _visible(whole)), set()).add(_norm(whole))
-        if stop == "pause_turn":
+        if stop in ("pause_turn", "compaction"):
             self._paused.add(_norm(whole))
 
     # -- checking
@@ -141,7 +148,11 @@ class History:
     def _check_latest(self, model: str, i: int, blocks: list[Block]) -> None:
         """The latest assistant turn comes back whole: each thinking block the server sent
         with it, unchanged and in place (1.4). Earlier turns may drop theirs: only the last
-        turn's thinking is kept anyway (6, `clear_thinking`)."""
+        turn's thinking is kept anyway (6, `clear_thinking`). A turn stripped of all its
+        thinking passes when it called no tool (the module docstring says why)."""
+        kinds = {b.get("type") for b in blocks}
+        if not kinds & {*THINKING_KINDS, "tool_use"}:
+            return
         sent = self._sent.get((model, _visible(blocks)))
         if sent and _norm(blocks) not in sent:
             raise InvalidRequest(f"messages.{i}: {MODIFIED}")

@@ -30,12 +30,19 @@ class ToolResult(dict[str, Any]):
 
 @dataclass
 class ModelRequest:
-    """One ``POST /v1/messages`` as received. ``messages`` is the history as sent; the helpers
-    read it as the model does, with consecutive same-role messages merged."""
+    """One ``POST /v1/messages`` as received. ``body`` and ``sent_messages`` are as sent;
+    ``messages`` is what the model sees, after any server-side context edits (cleared tool
+    results, history read from the last compaction block, a compaction made on this request),
+    and the same as sent when there were none. The helpers read ``messages`` as the model
+    does, with consecutive same-role messages merged."""
 
     body: dict[str, Any]
     headers: dict[str, str]  # names lower-cased
     received_at: float = field(default_factory=time.monotonic)
+    view: list[dict[str, Any]] | None = None  # the edited messages; None: no edits
+    # the response's `context_management.applied_edits`; None: the response has no such key
+    applied_edits: list[dict[str, Any]] | None = None
+    compaction: str | None = None  # the summary made on this request, if one was
 
     @property
     def model(self) -> str | None:
@@ -52,13 +59,27 @@ class ModelRequest:
         return int(value) if value is not None and value.isdigit() else None
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def sent_messages(self) -> list[dict[str, Any]]:
         messages = self.body.get("messages")
         return messages if isinstance(messages, list) else []
 
     @property
+    def merged_sent(self) -> list[dict[str, Any]]:
+        """As sent, merged: what thinking seals and the latest-turn check read."""
+        return merge_roles(self.sent_messages)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.view if self.view is not None else self.sent_messages
+
+    @property
     def merged_messages(self) -> list[dict[str, Any]]:
         return merge_roles(self.messages)
+
+    @property
+    def model_body(self) -> dict[str, Any]:
+        """The body the model runs on: ``messages`` in place of the sent ones."""
+        return self.body if self.view is None else {**self.body, "messages": self.view}
 
     @property
     def system_text(self) -> str:

@@ -24,6 +24,7 @@ DELTA_USAGE_KEYS = (
     "cache_read_input_tokens",
     "output_tokens",
     "output_tokens_details",
+    "iterations",
 )
 
 
@@ -57,6 +58,9 @@ def _block_events(index: int, block: Block) -> Iterator[bytes]:
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": t} for t in _split(block["thinking"], 2)]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind == "compaction":  # the SDK's beta accumulator: signature at start, then content
+        start = {"type": "compaction", "content": None, "signature": block.get("signature")}
+        deltas = [{"type": "compaction_delta", "content": block.get("content")}]
     else:  # redacted_thinking, server tool results, ...: the whole block at start
         start = block
     yield sse("content_block_start", index=index, content_block=start)
@@ -79,7 +83,8 @@ def stream_blocks(message: dict[str, Any]) -> Iterator[bytes]:
 def stream_tail(message: dict[str, Any]) -> Iterator[bytes]:
     usage = {k: message["usage"][k] for k in DELTA_USAGE_KEYS if k in message["usage"]}
     delta = {k: message[k] for k in ("stop_reason", "stop_sequence", "stop_details")}
-    yield sse("message_delta", delta=delta, usage=usage)
+    extra = {k: message[k] for k in ("context_management",) if k in message}
+    yield sse("message_delta", delta=delta, usage=usage, **extra)
     yield sse("message_stop")
 
 
