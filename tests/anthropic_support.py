@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import anthropic
 
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from tests.fakes.anthropic_context import COMPACT_BETA, CONTEXT_BETA
 
 MODEL = "claude-sonnet-5-5"
+QUIET = "claude-sonnet-4-6"  # does not think unless asked: histories can be written by hand
 USER_HI = [{"role": "user", "content": "hi"}]
 RUN_CODE = {
     "name": "run_code",
@@ -40,3 +43,26 @@ async def raw_post(
     ):
         answer = {k.lower(): v for k, v in resp.headers.items()}
         return resp.status, await resp.json(), answer
+
+
+async def beta_stream(client: anthropic.AsyncAnthropic, **kw: Any) -> Any:
+    """A streamed beta request with both context betas (unless ``betas`` says otherwise),
+    as the SDK's accumulator rebuilds it."""
+    kw.setdefault("model", QUIET)
+    kw.setdefault("max_tokens", 100)
+    kw.setdefault("betas", [CONTEXT_BETA, COMPACT_BETA])
+    async with client.beta.messages.stream(**kw) as stream:
+        return await stream.get_final_message()
+
+
+async def plain_stream(client: anthropic.AsyncAnthropic, **kw: Any) -> Any:
+    async with client.messages.stream(model=QUIET, max_tokens=100, **kw) as stream:
+        return await stream.get_final_message()
+
+
+def dumped(message: Any) -> dict[str, Any]:
+    """A reply as the assistant turn a client sends back."""
+    return {
+        "role": "assistant",
+        "content": [b.model_dump(exclude_none=True) for b in message.content],
+    }

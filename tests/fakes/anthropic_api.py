@@ -50,22 +50,9 @@ from typing import Any
 import anthropic
 from aiohttp import web
 
-from tests.fakes.anthropic_blocks import (
-    THINKING_KINDS,
-    Block,
-    random_id,
-    redacted_thinking,
-    text,
-    thinking,
-    tool_use,
-)
-from tests.fakes.anthropic_cache import (
-    PromptCache,
-    output_usage,
-    total_input_tokens,
-    zero_input_usage,
-)
-from tests.fakes.anthropic_compaction import CompactionFn, compacted, digest, iterations
+from tests.fakes.anthropic_blocks import Block, redacted_thinking, text, thinking, tool_use
+from tests.fakes.anthropic_cache import PromptCache, total_input_tokens
+from tests.fakes.anthropic_compaction import CompactionFn, compacted, digest
 from tests.fakes.anthropic_editing import ContextEditor, Edited
 from tests.fakes.anthropic_faults import (
     DropConnection,
@@ -81,7 +68,9 @@ from tests.fakes.anthropic_faults import (
     summary,
 )
 from tests.fakes.anthropic_history import PROCESS_SECRET, History
-from tests.fakes.anthropic_models import KNOWN_MODELS, context_window, model_info, thinks
+from tests.fakes.anthropic_models import KNOWN_MODELS, context_window, model_info
+from tests.fakes.anthropic_reply import Compaction, reply_blocks, with_thought
+from tests.fakes.anthropic_reply import message as build_message
 from tests.fakes.anthropic_request import ModelRequest, ToolResult
 from tests.fakes.anthropic_rules import (
     MAX_REQUEST_BYTES,
@@ -107,9 +96,6 @@ from tests.fakes.anthropic_wire import (
     stream_tail,
 )
 from tests.fakes.loopback import serve
-
-# What a thinking model thinks when the script did not say (a summary, doc 1.4).
-AUTO_THOUGHT = "Working out the next step."
 
 __all__ = [
     "KNOWN_MODELS",
@@ -324,63 +310,18 @@ class FakeAnthropic:
             raise TypeError(f"model_fn returned {outcome!r}, expected a Reply or a fault")
         return outcome
 
-    def _message(
-        self,
-        req: ModelRequest,
-        reply: Reply,
-        content: list[Any],
-        compaction: tuple[Block, int] | None = None,
-    ) -> dict[str, Any]:
-        usage = self._usage(req, reply, content, compaction)
-        extra = {} if req.applied_edits is None else {"applied_edits": req.applied_edits}
-        return {
-            "id": random_id("msg_"),
-            "type": "message",
-            "role": "assistant",
-            "model": req.model,
-            "content": content,
-            "stop_reason": reply.stop_reason,
-            "stop_sequence": reply.stop_sequence,
-            "stop_details": reply.stop_details,
-            "usage": usage,
-            **({"context_management": extra} if extra else {}),
-        }
-
-    def _usage(
-        self,
-        req: ModelRequest,
-        reply: Reply,
-        content: list[Any],
-        compaction: tuple[Block, int] | None,
-    ) -> dict[str, Any]:
-        """The message's usage; a compaction's own goes in ``iterations`` only (doc 1.6). A
-        reply paused after compacting ran no message iteration: its top-level usage is 0."""
-        answered = [b for b in content if b.get("type") != "compaction"]
-        if compaction is not None and reply.stop_reason == "compaction":
-            usage = {**zero_input_usage(), "output_tokens": 0}
-        else:
-            usage = {**self.cache.input_usage(req.model_body), **output_usage(answered)}
-        usage = {**usage, "service_tier": "standard", **(reply.usage or {})}
-        if compaction is not None:
-            block, size = compaction
-            ran = None if reply.stop_reason == "compaction" else usage
-            usage["iterations"] = iterations(size, block, ran)
-        return usage
-
     async def _reply(
         self,
         request: web.Request,
         req: ModelRequest,
         reply: Reply,
-        compaction: tuple[Block, int] | None = None,
+        compaction: Compaction | None = None,
     ) -> web.StreamResponse:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
-        blocks = [] if reply.stop_reason == "compaction" else self._thought(req, reply.content)
-        if compaction is not None:  # the compaction block opens the reply (doc 6)
-            blocks = [compaction[0], *blocks]
+        blocks = reply_blocks(req, reply, compaction)
         content = self._history.sign(str(req.model), req.merged_sent, blocks)
-        message = self._message(req, reply, content, compaction)
+        message = build_message(self.cache, req, reply, content, compaction)
         stop = str(reply.stop_reason)
         self._history.remember(str(req.model), req.merged_sent, message["content"], stop)
         self.replies.append(message)
@@ -400,26 +341,15 @@ class FakeAnthropic:
         if isinstance(fault, DropConnection) and not req.stream:
             return drop(request)
 
-        blocks = self._thought(req, partial_blocks(fault.after_blocks, fault.content))
+        blocks = with_thought(req, partial_blocks(fault.after_blocks, fault.content))
         partial = self._history.sign(str(req.model), req.merged_sent, blocks)
-        response = await stream(request, stream_blocks(self._message(req, Reply(partial), partial)))
+        started = build_message(self.cache, req, Reply(partial), partial)
+        response = await stream(request, stream_blocks(started))
         if isinstance(fault, DropConnection):
             return drop(request, response)
         await response.write(sse("error", error={"type": fault.type, "message": fault.message}))
         await response.write_eof()
         return response
-
-    @staticmethod
-    def _thought(req: ModelRequest, content: list[Block]) -> list[Block]:
-        """A model that thinks starts every reply with a thinking block: the script's own, or
-        one made here (empty under `display: "omitted"`, doc 1.2)."""
-        if not thinks(str(req.model), req.body):
-            return content
-        if content and content[0].get("type") in THINKING_KINDS:
-            return content
-        mode = req.body.get("thinking")
-        omitted = isinstance(mode, dict) and mode.get("display") == "omitted"
-        return [thinking("" if omitted else AUTO_THOUGHT), *content]
 
     @staticmethod
     def _error(fault: HttpError) -> web.Response:
