@@ -33,7 +33,8 @@ def recall(n: int, of: int) -> str:
 @dataclass
 class Analyst:
     answer_chars: int = 0  # padding on each answer, to make the kept text grow
-    too_long: set[int] = field(default_factory=set)  # questions whose next request is refused
+    # question → how many of its next requests are refused as too long
+    too_long: dict[int, int] = field(default_factory=dict)
     summaries: int = 0
 
     def __call__(self, req: ModelRequest) -> Any:
@@ -41,8 +42,8 @@ class Analyst:
             self.summaries += 1
             return Reply([text(summary_of(prompt_text(req)))])
         n = current_question(req)
-        if n in self.too_long:
-            self.too_long.discard(n)
+        if self.too_long.get(n):
+            self.too_long[n] -= 1
             return http_error(400, message=TOO_LONG)
         wanted = RECALL.search(last_question_text(req))
         if wanted:

@@ -46,7 +46,7 @@ async def thread(
 
 def largest_prompt(api: FakeAnthropic) -> int:
     """The largest prompt the model was given (after any edits the fake made)."""
-    return max(total_input_tokens(r.body) for r in api.requests)
+    return max(total_input_tokens(r.model_body) for r in api.requests)
 
 
 async def ask_all(session: Session, questions: list[str]) -> tuple[list[Any], Recorder]:
@@ -54,15 +54,23 @@ async def ask_all(session: Session, questions: list[str]) -> tuple[list[Any], Re
     return [await session.ask(q, recorder) for q in questions], recorder
 
 
-@pytest.mark.parametrize("editing", ["client", "auto"])
+@pytest.mark.parametrize(
+    ("editing", "endpoint", "cleared_by"),
+    [
+        ("client", "apply", "bot"),  # the bot's own, even where the API could
+        ("auto", "apply", "server"),  # the API's betas (its compaction needs a bigger window)
+        ("auto", "refuse", "bot"),  # an endpoint that refuses them
+        ("auto", "ignore", "bot"),  # one that ignores them
+    ],
+)
 async def test_forty_questions_on_a_small_window_are_all_answered(
-    sandbox_root: Path, editing: str
+    sandbox_root: Path, editing: str, endpoint: str, cleared_by: str
 ) -> None:
     script = Analyst(answer_chars=150)
-    async with thread(script, sandbox_root, context_editing=editing) as (session, api):
+    fake = {"context_editing": endpoint}
+    async with thread(script, sandbox_root, fake=fake, context_editing=editing) as (session, api):
         results, recorder = await ask_all(session, [question(n) for n in range(1, 41)])
         later, _ = await ask_all(session, [recall(41, of=3)])
-        history = session.agent.history
     for n, result in enumerate(results, start=1):
         assert isinstance(result, RunFinished), (n, result)
         assert f"A{n}: the total is {figure(n)}." in result.answer
@@ -70,19 +78,46 @@ async def test_forty_questions_on_a_small_window_are_all_answered(
     assert later[0].answer == f"At question 3 the total was {figure(3)}."
     assert largest_prompt(api) <= WINDOW
     trims = recorder.of(ContextTrimmed)
-    assert {t.kind for t in trims} == {"cleared", "compacted"} and script.summaries >= 1
-    assert all(t.by == "bot" for t in trims)  # this fake has no context editing
-    # The summary turns were paid for and said so.
-    assert any(t.purpose == "compaction" for t in recorder.of(ModelTurn))
-    assert not any(b.get("type") == "thinking" for m in history for b in m["content"])
+    if cleared_by == "server":  # what it keeps (answers, code) stays below compaction here
+        assert {(t.kind, t.by) for t in trims} == {("cleared", "server")}
+    else:
+        assert {(t.kind, t.by) for t in trims} == {("cleared", "bot"), ("compacted", "bot")}
+        assert script.summaries >= 1
+        # The summary calls were paid for and said so.
+        assert any(t.purpose == "compaction" for t in recorder.of(ModelTurn))
+    sent_edits = any("context_management" in r.body for r in api.requests[-3:])
+    assert sent_edits == (cleared_by == "server")
+
+
+async def test_the_apis_compaction_is_sent_back_and_what_it_replaced_dropped(
+    sandbox_root: Path,
+) -> None:
+    script = Analyst(answer_chars=2000)
+    limits = {"context_clear_tokens": 20_000, "context_compact_tokens": 50_000}
+    async with thread(script, sandbox_root, window=80_000, **limits) as (session, api):
+        results, recorder = await ask_all(session, [question(n) for n in range(1, 41)])
+        later, _ = await ask_all(session, [recall(41, of=3)])
+        history = session.agent.history
+    assert all(isinstance(r, RunFinished) for r in results)
+    assert later[0].answer == f"At question 3 the total was {figure(3)}."
+    trims = recorder.of(ContextTrimmed)
+    assert ("compacted", "server") in {(t.kind, t.by) for t in trims}
+    assert script.summaries == 0  # the API wrote the summary
+    assert any(r.compaction for r in api.requests)
+    # Once compacted, the saved history starts at the compaction block.
+    assert history[1]["content"][0]["type"] == "compaction"
+    assert any(t.purpose == "compaction" for t in recorder.of(ModelTurn))  # its cost counted
+    assert largest_prompt(api) <= 80_000
 
 
 async def test_cleared_results_keep_the_code_and_a_line_and_the_kernel_note(
     sandbox_root: Path,
 ) -> None:
-    async with thread(Analyst(), sandbox_root, context_editing="client") as (session, api):
-        await ask_all(session, [question(n) for n in range(1, 9)])
+    config = {"window": 30_000, "context_editing": "client"}
+    async with thread(Analyst(), sandbox_root, **config) as (session, api):
+        _, recorder = await ask_all(session, [question(n) for n in range(1, 17)])
         history = session.agent.history
+    assert [t.kind for t in recorder.of(ContextTrimmed)] == ["cleared"]
     results = [
         b
         for m in history
@@ -198,5 +233,5 @@ async def test_the_compacted_thread_goes_on_after_a_restart(
         for b in m["content"]
         if b.get("type") == "tool_result" and "total 1:" in b["content"]
     ]
-    assert first_output and "x" * 7000 in first_output[0]
+    assert first_output and first_output[0].count("x") > 3000  # whole, as the model got it
     assert history[0]["content"][0]["text"].startswith("Summary of the conversation so far")

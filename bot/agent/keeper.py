@@ -46,6 +46,7 @@ class ContextKeeper:
         self._limits, self.editing = limits, editing
         self._per_char = DEFAULT_TOKENS_PER_CHAR
         self.prompt_tokens: int | None = None  # the latest response's prompt size
+        self._fixed_chars = 0  # the system prompt and tools, as the latest request sent them
 
     async def thresholds(self) -> Thresholds:
         return Thresholds.of(self.editing.config, await self._window())
@@ -58,11 +59,11 @@ class ContextKeeper:
         """Learn from a response: the prompt's size per character sent, and what the server
         edited (as events)."""
         self.prompt_tokens = Usage.from_api(message.usage).prompt_tokens
+        self._fixed_chars = len(json.dumps([params["system"], params["tools"]]))
         if "context_management" not in params:
-            sent = len(json.dumps([params["system"], params["tools"], params["messages"]]))
-            self._per_char = (
-                self.prompt_tokens / sent if self.prompt_tokens and sent else self._per_char
-            )
+            sent = self._fixed_chars + trim.size(params["messages"])
+            if self.prompt_tokens:
+                self._per_char = self.prompt_tokens / sent
             return []
         self.editing.answered(message)
         return server_edits(message, self.prompt_tokens)
@@ -72,7 +73,10 @@ class ContextKeeper:
         the latest prompt is what the model saw (after clearing), so it is taken as is."""
         if self.editing.server and self.prompt_tokens is not None:
             return self.prompt_tokens
-        return int(trim.size(history) * self._per_char)
+        return self._tokens(history)
+
+    def _tokens(self, history: list[dict[str, Any]]) -> int:
+        return int((trim.size(history) + self._fixed_chars) * self._per_char)
 
     async def between_questions(self, history: list[dict[str, Any]]) -> Rewrite | None:
         """Clear or compact before the next question, if the conversation has grown past the
@@ -110,7 +114,7 @@ class ContextKeeper:
         )
         new = compact.compacted(summary or "(The summary came back empty.)", history)
         before = self.estimate(history)
-        after = int(trim.size(new) * self._per_char)
+        after = self._tokens(new)
         self.prompt_tokens = None  # the next response measures the new prompt
         return _rewrite(new, history, "compacted", "bot", before, after, summary_call=message)
 
@@ -119,7 +123,7 @@ class ContextKeeper:
         # clearing rewrites the prompt cache from its first edit on.
         want = max(t.clear_at_least, before - (t.clear - t.clear_at_least))
         cleared, count = trim.clear_results(history, t.keep, int(want / self._per_char))
-        after = int(trim.size(cleared) * self._per_char)
+        after = self._tokens(cleared)
         if not count or before - after < t.clear_at_least:
             return None
         self.prompt_tokens = None

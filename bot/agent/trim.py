@@ -107,8 +107,15 @@ def _is_cleared(result: dict[str, Any]) -> bool:
 
 
 def _first_line(output: str) -> str:
-    line = next((s.strip() for s in output.splitlines() if s.strip()), "(nothing)")
-    return f"“{line[:FIRST_LINE_CHARS]}{'…' if len(line) > FIRST_LINE_CHARS else ''}”."
+    """The result's status, if it has one, and the first line of what it printed."""
+    lines = [s.strip() for s in output.splitlines()]
+    status = next((s for s in lines if s.startswith("status: ")), "")
+    marked = [i for i, s in enumerate(lines) if s.startswith("--- std")]
+    printed = lines[marked[0] + 1 :] if marked else lines
+    line = next((s for s in printed if s and not s.startswith("--- ")), "(nothing)")
+    if len(line) > FIRST_LINE_CHARS:
+        line = line[:FIRST_LINE_CHARS] + "…"
+    return f"({status}) “{line}”." if status else f"“{line}”."
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

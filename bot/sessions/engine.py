@@ -250,9 +250,7 @@ class Engine:
 
     async def _work(self, key: str, thread: Thread) -> None:
         try:
-            while self.accepting and (
-                queued := await self._store.take_queued(key, token=thread.token)
-            ):
+            while self.accepting and (queued := await self._take(key, thread)):
                 question = "\n\n".join(q.question for q in queued)
                 result = await self._run(key, thread, question, queued[-1].user)
                 for q in queued:
@@ -268,6 +266,15 @@ class Engine:
                 if not waiter.done():
                     waiter.set_result(None)
             thread.waiters.clear()
+
+    async def _take(self, key: str, thread: Thread) -> list[Any]:
+        """The questions waiting. One asked while the store answered "none" found this worker
+        busy and started none of its own: its waiter is new, so the queue is read again."""
+        while True:
+            known = set(thread.waiters)
+            queued = await self._store.take_queued(key, token=thread.token)
+            if queued or set(thread.waiters) <= known or not self.accepting:
+                return queued
 
     async def _run(self, key: str, thread: Thread, question: str, user: str) -> RunResult:
         view = self._view_for(key)
