@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import sandbox_root
 from bench.curve import write_png
 from bot.agent.events import ModelTurn, RunFinished
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -40,8 +40,8 @@ async def thread(questions: int, settings: dict[str, Any], fake: dict[str, Any])
     """Per question: the prompt of its last turn, its total prompt tokens and its cost."""
     rows: list[dict] = []
     async with FakeAnthropic(Analyst(), context_window=WINDOW, **fake) as api:
-        with tempfile.TemporaryDirectory(prefix="bench-long-") as root:
-            runtime = runtime_for(api.base_url, Path(root), **settings)
+        with sandbox_root() as root:
+            runtime = runtime_for(api.base_url, root, **settings)
             session = runtime.sessions.new("bench-long")
             try:
                 for n in range(1, questions + 1):

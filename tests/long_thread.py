@@ -16,6 +16,8 @@ ANSWER = re.compile(r"A(\d+): the total is ([\d,]+)\.")
 RECALL = re.compile(r"what was the total at question (\d+)\?")
 QUESTION = re.compile(r"(?:^|Question: )Q(\d+):", re.M)  # a question, or one quoted back
 TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
+GO_ON = "Go on with the latest question"  # the bot's note after it compacted within a run
+DONE = 10**6  # steps: the summary holds what they found
 
 
 def figure(n: int) -> str:
@@ -33,6 +35,7 @@ def recall(n: int, of: int) -> str:
 @dataclass
 class Analyst:
     answer_chars: int = 0  # padding on each answer, to make the kept text grow
+    steps: int = 1  # steps per question
     # question → how many of its next requests are refused as too long
     too_long: dict[int, int] = field(default_factory=dict)
     summaries: int = 0
@@ -51,10 +54,25 @@ class Analyst:
             known = found.get(wanted.group(1))
             reply = f"At question {wanted.group(1)} the total was {known}." if known else "gone"
             return Reply([text(reply)])
-        if req.tool_results():
+        if steps_taken(req) >= self.steps:
             return Reply([text(f"A{n}: the total is {figure(n)}." + " ok" * self.answer_chars)])
         code = f"print('x' * 8000)\nprint('total {n}:', '{figure(n)}')"
         return Reply([tool_use("run_code", {"language": "python", "code": code})])
+
+
+def steps_taken(req: ModelRequest) -> int:
+    """Steps run for the latest question (a summary of earlier ones counts as done): its
+    results, cleared or not."""
+    steps = 0
+    for message in req.merged_messages:
+        for block in as_blocks(message.get("content")):
+            if block.get("type") == "tool_result":
+                steps += 1
+            elif block.get("type") == "text" and GO_ON in block["text"]:
+                steps = DONE
+            elif block.get("type") == "text" and QUESTION.search(block["text"]):
+                steps = 0
+    return steps
 
 
 def summary_of(transcript: str) -> str:

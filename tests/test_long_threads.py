@@ -20,7 +20,6 @@ from bot.store.base import Store
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
-from tests.fakes.anthropic_cache import total_input_tokens
 from tests.long_thread import Analyst, current_question, figure, question, recall
 from tests.redis_server import redis_server
 from tests.support import Recorder, file_chunks, runtime_for, settings_for
@@ -45,8 +44,15 @@ async def thread(
 
 
 def largest_prompt(api: FakeAnthropic) -> int:
-    """The largest prompt the model was given (after any edits the fake made)."""
-    return max(total_input_tokens(r.model_body) for r in api.requests)
+    """The largest prompt the model answered (after any edits the fake made); a prompt over
+    the window is refused, and the bot must not stop there."""
+    usage = [r["usage"] for r in api.replies]
+    return max(
+        u["input_tokens"]
+        + u.get("cache_creation_input_tokens", 0)
+        + u.get("cache_read_input_tokens", 0)
+        for u in usage
+    )
 
 
 async def ask_all(session: Session, questions: list[str]) -> tuple[list[Any], Recorder]:
@@ -55,16 +61,16 @@ async def ask_all(session: Session, questions: list[str]) -> tuple[list[Any], Re
 
 
 @pytest.mark.parametrize(
-    ("editing", "endpoint", "cleared_by"),
+    ("editing", "endpoint", "edits_sent"),
     [
-        ("client", "apply", "bot"),  # the bot's own, even where the API could
-        ("auto", "apply", "server"),  # the API's betas (its compaction needs a bigger window)
-        ("auto", "refuse", "bot"),  # an endpoint that refuses them
-        ("auto", "ignore", "bot"),  # one that ignores them
+        ("client", "apply", False),  # the bot's own, even where the API could
+        ("auto", "apply", True),  # the API's betas as the guard within a run
+        ("auto", "refuse", False),  # an endpoint that refuses them
+        ("auto", "ignore", False),  # one that ignores them
     ],
 )
 async def test_forty_questions_on_a_small_window_are_all_answered(
-    sandbox_root: Path, editing: str, endpoint: str, cleared_by: str
+    sandbox_root: Path, editing: str, endpoint: str, edits_sent: bool
 ) -> None:
     script = Analyst(answer_chars=150)
     fake = {"context_editing": endpoint}
@@ -77,16 +83,33 @@ async def test_forty_questions_on_a_small_window_are_all_answered(
     # The figure of question 3 was still known at question 41, from the summary.
     assert later[0].answer == f"At question 3 the total was {figure(3)}."
     assert largest_prompt(api) <= WINDOW
-    trims = recorder.of(ContextTrimmed)
-    if cleared_by == "server":  # what it keeps (answers, code) stays below compaction here
-        assert {(t.kind, t.by) for t in trims} == {("cleared", "server")}
-    else:
-        assert {(t.kind, t.by) for t in trims} == {("cleared", "bot"), ("compacted", "bot")}
-        assert script.summaries >= 1
-        # The summary calls were paid for and said so.
-        assert any(t.purpose == "compaction" for t in recorder.of(ModelTurn))
-    sent_edits = any("context_management" in r.body for r in api.requests[-3:])
-    assert sent_edits == (cleared_by == "server")
+    # Between questions the bot clears (cache-friendly) and, with a window this small (below
+    # the API's 50,000-token compaction minimum), compacts.
+    # Within a run, the API's own clearing may step in where it is offered.
+    trims = {(t.kind, t.by) for t in recorder.of(ContextTrimmed)} - {("cleared", "server")}
+    assert trims == {("cleared", "bot"), ("compacted", "bot")}
+    assert script.summaries >= 1
+    assert any(t.purpose == "compaction" for t in recorder.of(ModelTurn))  # paid for
+    assert any("context_management" in r.body for r in api.requests[-3:]) == edits_sent
+
+
+@pytest.mark.parametrize("endpoint", ["apply", "ignore"])
+async def test_one_long_run_is_cleared_by_the_api_where_it_can_else_compacted(
+    sandbox_root: Path, endpoint: str
+) -> None:
+    script = Analyst(steps=10)  # 10 steps of 8 k characters: past the window in one run
+    fake = {"context_editing": endpoint}
+    config = {"context_editing": "auto", "tool_output_chars": 16_000}
+    async with thread(script, sandbox_root, fake=fake, **config) as (session, api):
+        results, recorder = await ask_all(session, [question(1), recall(2, of=1)])
+    assert isinstance(results[0], RunFinished) and "A1: the total is" in results[0].answer
+    assert results[1].answer == f"At question 1 the total was {figure(1)}."
+    assert largest_prompt(api) <= WINDOW
+    by = {(t.kind, t.by) for t in recorder.of(ContextTrimmed)}
+    if endpoint == "apply":
+        assert ("cleared", "server") in by and script.summaries == 0
+    else:  # the prompt was refused as too long, compacted once, and the run went on
+        assert by == {("compacted", "bot")} and script.summaries == 1
 
 
 async def test_the_apis_compaction_is_sent_back_and_what_it_replaced_dropped(

@@ -70,13 +70,16 @@ class ContextEditing:
         return self._server
 
     def request(self, t: Thresholds) -> dict[str, Any]:
-        """Keyword arguments for `client.beta.messages.stream` ({} when the bot edits)."""
+        """Keyword arguments for `client.beta.messages.stream` ({} when the bot edits). The
+        API's clearing is the guard within a run (where the bot cannot rewrite the history:
+        thinking is bound to it), so it fires only past `compact`; its compaction, where the
+        window allows it, follows when clearing was not enough."""
         if not self._server:
             return {}
         edits: list[dict[str, Any]] = [
             {
                 "type": "clear_tool_uses_20250919",
-                "trigger": {"type": "input_tokens", "value": t.clear},
+                "trigger": {"type": "input_tokens", "value": t.compact},
                 "keep": {"type": "tool_uses", "value": t.keep},
                 "clear_at_least": {"type": "input_tokens", "value": t.clear_at_least},
             }
@@ -100,14 +103,14 @@ class ContextEditing:
         text = str(getattr(exc, "message", "")) + str(exc.body)
         if "context_management" not in text and "anthropic-beta" not in text:
             return False
-        self._to_client("refuses them")
+        self._to_client("refuses")
         return True
 
     def answered(self, message: Any) -> None:
         """An answer without `context_management` to a request with it: the endpoint ignored
         the edits, so the bot makes them from the next request on."""
         if self._server and self.config.mode == "auto" and message.context_management is None:
-            self._to_client("ignores them")
+            self._to_client("ignores")
 
     def _to_client(self, why: str) -> None:
         self._server = False

@@ -45,7 +45,6 @@ class ContextKeeper:
         self._client, self._model, self._retry = client, model, retry
         self._limits, self.editing = limits, editing
         self._per_char = DEFAULT_TOKENS_PER_CHAR
-        self.prompt_tokens: int | None = None  # the latest response's prompt size
         self._fixed_chars = 0  # the system prompt and tools, as the latest request sent them
 
     async def thresholds(self) -> Thresholds:
@@ -56,47 +55,38 @@ class ContextKeeper:
         return self.editing.request(await self.thresholds())
 
     def seen(self, params: dict[str, Any], message: Any) -> list[ContextTrimmed]:
-        """Learn from a response: the prompt's size per character sent, and what the server
-        edited (as events)."""
-        self.prompt_tokens = Usage.from_api(message.usage).prompt_tokens
+        """Learn from a response: the prompt's size per character sent (when the server
+        read the history as sent), and what the server edited (as events)."""
+        prompt = Usage.from_api(message.usage).prompt_tokens
         self._fixed_chars = len(json.dumps([params["system"], params["tools"]]))
-        if "context_management" not in params:
-            sent = self._fixed_chars + trim.size(params["messages"])
-            if self.prompt_tokens:
-                self._per_char = self.prompt_tokens / sent
-            return []
-        self.editing.answered(message)
-        return server_edits(message, self.prompt_tokens)
+        edits = server_edits(message, prompt) if "betas" in params else []
+        if "betas" in params:
+            self.editing.answered(message)
+        if prompt and not edits and not trim.has_compaction(params["messages"]):
+            self._per_char = prompt / (self._fixed_chars + trim.size(params["messages"]))
+        return edits
 
     def estimate(self, history: list[dict[str, Any]]) -> int:
-        """The history's prompt tokens, scaled from the latest response. Under server edits
-        the latest prompt is what the model saw (after clearing), so it is taken as is."""
-        if self.editing.server and self.prompt_tokens is not None:
-            return self.prompt_tokens
-        return self._tokens(history)
-
-    def _tokens(self, history: list[dict[str, Any]]) -> int:
+        """The history's prompt tokens, scaled from the latest response."""
         return int((trim.size(history) + self._fixed_chars) * self._per_char)
 
     async def between_questions(self, history: list[dict[str, Any]]) -> Rewrite | None:
-        """Clear or compact before the next question, if the conversation has grown past the
-        thresholds (the endpoint's own edits, when it has them, come first)."""
+        """Clear, then compact if that is not enough, before the next question, once the
+        conversation has grown past the thresholds. The bot clears even where the API could:
+        the API clears on every request past its trigger, so the cleared point moves each
+        turn and the prompt cache is rewritten each turn; the bot's clearing moves it once
+        per `clear_at_least` (docs/performance.md). Compaction is the API's where it can."""
         t = await self.thresholds()
         if not history or not trim.rewritable(history):
             return None
         before = self.estimate(history)
-        if self.editing.server:
-            pruned = trim.prune_compacted(history)
-            if pruned is not None:
-                return _rewrite(pruned, history, "compacted", "server", before, before)
-            if t.server_compacts or before <= t.compact:
-                return None
+        if self.editing.server and (pruned := trim.prune_compacted(history)) is not None:
+            return _rewrite(pruned, history, "compacted", "server", before, self.estimate(pruned))
+        cleared = self._clear(history, t, before) if before > t.clear else None
+        after = cleared.event.after_tokens if cleared else before
+        if after > t.compact and not (self.editing.server and t.server_compacts):
             return await self.compact(history)
-        if before > t.compact:
-            return await self.compact(history)
-        if before <= t.clear:
-            return None
-        return self._clear(history, t, before)
+        return cleared
 
     async def compact(self, history: list[dict[str, Any]]) -> Rewrite:
         """The bot's own compaction: the whole history becomes a summary. Raises ModelError
@@ -114,8 +104,7 @@ class ContextKeeper:
         )
         new = compact.compacted(summary or "(The summary came back empty.)", history)
         before = self.estimate(history)
-        after = self._tokens(new)
-        self.prompt_tokens = None  # the next response measures the new prompt
+        after = self.estimate(new)
         return _rewrite(new, history, "compacted", "bot", before, after, summary_call=message)
 
     def _clear(self, history: list[dict[str, Any]], t: Thresholds, before: int) -> Rewrite | None:
@@ -123,10 +112,9 @@ class ContextKeeper:
         # clearing rewrites the prompt cache from its first edit on.
         want = max(t.clear_at_least, before - (t.clear - t.clear_at_least))
         cleared, count = trim.clear_results(history, t.keep, int(want / self._per_char))
-        after = self._tokens(cleared)
+        after = self.estimate(cleared)
         if not count or before - after < t.clear_at_least:
             return None
-        self.prompt_tokens = None
         return _rewrite(cleared, history, "cleared", "bot", before, after, items=count)
 
     async def _window(self) -> int:

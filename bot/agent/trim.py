@@ -79,6 +79,10 @@ def prune_compacted(history: list[dict[str, Any]]) -> list[dict[str, Any]] | Non
     return None
 
 
+def has_compaction(history: list[dict[str, Any]]) -> bool:
+    return any(b.get("type") == "compaction" for m in history for b in _blocks(m))
+
+
 def changed(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The user messages of `old` that `new` (of the same length) replaced: what clearing
     took away."""
