@@ -227,12 +227,12 @@ async def test_the_compacted_thread_goes_on_after_a_restart(
 ) -> None:
     async with (
         store_on(kind, tmp_path) as new_store,
-        FakeAnthropic(Analyst(answer_chars=150), context_window=12_000) as api,
+        FakeAnthropic(Analyst(answer_chars=150), context_window=16_000) as api,
     ):
         first = new_store()
         await first.open()
         async with engine_with(first, api, sandbox_root, context_editing="client") as (engine, _):
-            for n in range(1, 21):
+            for n in range(1, 25):
                 result = await (await engine.ask(KEY, question(n), user="U1"))
                 assert isinstance(result, RunFinished), (n, result)
         await first.close()
@@ -240,7 +240,7 @@ async def test_the_compacted_thread_goes_on_after_a_restart(
         second = new_store()
         await second.open()
         async with engine_with(second, api, sandbox_root, context_editing="client") as (engine, _):
-            answer = await (await engine.ask(KEY, recall(21, of=3), user="U1"))
+            answer = await (await engine.ask(KEY, recall(25, of=3), user="U1"))
             archived = await second.archived_history(KEY)
             history = await second.load_history(KEY)
         await second.close()

@@ -47,11 +47,11 @@ class Thresholds:
     @classmethod
     def of(cls, config: ContextConfig, window: int) -> Thresholds:
         """Defaults: clear at half the window (at most 100,000), compact at 1.5 times that
-        (at most 80% of the window), clearing a quarter of `clear` at a time."""
+        (at most 80% of the window), clearing half of `clear` at a time."""
         clear = config.clear_tokens or min(window // 2, CLEAR_CAP)
         compact = config.compact_tokens or min(window * 4 // 5, clear * 3 // 2)
         compact = max(compact, clear)
-        return cls(clear, compact, max(1, clear // 4), config.keep_tool_uses)
+        return cls(clear, compact, max(1, clear // 2), config.keep_tool_uses)
 
     @property
     def server_compacts(self) -> bool:
