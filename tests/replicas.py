@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -65,22 +67,47 @@ class Replicas:
 
     async def start(self, **extra: Any) -> int:
         """One more replica, connected to Slack; returns its index."""
-        index = len(self.procs)
-        connections = self.h.slack.connections
+        return (await self.start_together(1, **extra))[0]
+
+    async def start_together(self, n: int, **extra: Any) -> list[int]:
+        """`n` more replicas launched at once (their start-ups overlap), each connected to
+        Slack; returns their indexes. Each is given the index of its connection, found by
+        the connection's client port, so replica i is still the i-th to connect."""
+        first, connections = len(self.procs), self.h.slack.connections
         env = settings_env(self.h.settings, **extra)
-        log = (self.h.root / f"replica-{index}.log").open("ab")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", env=env, cwd=self.h.root,
-            stdout=log, stderr=log,
-        )  # fmt: skip
-        log.close()
-        self.procs.append(proc)
-        await self.h.slack.wait_for(
-            lambda: self.h.slack.connections > connections or proc.returncode is not None,
-            START_S,
-        )
-        assert proc.returncode is None, self.log(index)
-        return index
+        launched = []
+        for k in range(n):
+            log = self._log_path(first + k).open("ab")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bot", env=env, cwd=self.h.root,
+                stdout=log, stderr=log,
+            )  # fmt: skip
+            log.close()
+            launched.append(proc)
+        try:
+            await self.h.slack.wait_for(
+                lambda: (
+                    self.h.slack.connections >= connections + n
+                    or any(proc.returncode is not None for proc in launched)
+                ),
+                START_S,
+            )
+            for k, proc in enumerate(launched):
+                assert proc.returncode is None, self._log_path(first + k).read_text()[-4000:]
+            assert self.h.slack.connections == connections + n, "a replica connected twice"
+            ports = self.h.slack.connection_ports[connections:]
+            slack_port = urlsplit(self.h.slack.base_url).port
+            order = [ports.index(_port_to(slack_port, proc.pid, ports)) for proc in launched]
+        except BaseException:
+            self.procs += launched  # stopped with the others
+            raise
+        # Replica k of the launch is connection order[k]: its log follows it there.
+        for k in range(n):
+            self._log_path(first + k).rename(self._log_path(first + k, ".launched"))
+        for k in range(n):
+            self._log_path(first + k, ".launched").rename(self._log_path(first + order[k]))
+        self.procs += [launched[order.index(j)] for j in range(n)]
+        return list(range(first, first + n))
 
     async def idle(self, timeout: float = 30) -> None:
         """Until no run is in flight in the shared store (each one's end recorded)."""
@@ -122,9 +149,34 @@ class Replicas:
                 proc.kill()
                 await proc.wait()
 
+    def _log_path(self, index: int, suffix: str = "") -> Path:
+        return self.h.root / f"replica-{index}.log{suffix}"
+
     def log(self, index: int) -> str:
-        path = self.h.root / f"replica-{index}.log"
+        path = self._log_path(index)
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+def _port_to(server_port: int | None, pid: int, ports: list[int]) -> int:
+    """Which of `ports` (client ports of connections to `server_port`) is a TCP socket of
+    process `pid`: the sockets among its open files, looked up in its network's tables."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                port = int(fields[1].rsplit(":", 1)[1], 16)
+                to = int(fields[2].rsplit(":", 1)[1], 16)
+                if fields[9] in inodes and port in ports and to == server_port:
+                    found.add(port)
+    assert len(found) == 1, f"process {pid} holds Slack connections on ports {found}"
+    return found.pop()
 
 
 @contextlib.asynccontextmanager
@@ -144,8 +196,8 @@ async def replicas(
     ):  # fmt: skip
         group = Replicas(h, redis)
         try:
-            for _ in range(n):
-                await group.start()
+            if n:
+                await group.start_together(n)
             yield group
         except BaseException:
             for i in range(len(group.procs)):  # shown by pytest with the failure

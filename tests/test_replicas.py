@@ -12,6 +12,7 @@ from tests.slack_harness import CHANNEL, all_text
 from tests.support import settings_env
 
 INTERRUPTED = "The bot restarted while working on this thread"
+LEASE_S = 3  # short, so a killed replica's lease lapses soon; renewed every second
 
 
 async def ask(r: Replicas, thread: str, words: str, *, to: int | None = None) -> int:
@@ -112,7 +113,7 @@ async def test_eight_threads_at_once(sandbox_root: Path, monkeypatch) -> None:
 async def test_sigkill_mid_run_then_the_survivor_takes_over(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with replicas(script, sandbox_root, monkeypatch) as r:
+    async with replicas(script, sandbox_root, monkeypatch, replica_lease_s=LEASE_S) as r:
         thread, owner = await mention(r, "note before")
         await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 1, 30)
         await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread, connection=owner)

@@ -160,8 +160,10 @@ async def test_sessions_command_lists_and_exports_the_audit(
             thread = await mention_with_csv(h, "what files?")
             await h.slack.wait_for(lambda: len(answers(h, thread)) == 1, 20)
         env = settings_env(h.settings)
-        listed = await _run_bot(env, sandbox_root, "sessions")
-        exported = await _run_bot(env, sandbox_root, "sessions", "export", thread)
+        listed, exported = await asyncio.gather(  # both only read the store
+            _run_bot(env, sandbox_root, "sessions"),
+            _run_bot(env, sandbox_root, "sessions", "export", thread),
+        )
     assert f"T0FAKE001:{CHANNEL}:{thread}" in listed and "active" in listed and "$" in listed
     *records, conversation = [json.loads(line) for line in exported.splitlines()]
     assert [r["tool"] for r in records] == ["run_code"]

@@ -79,13 +79,23 @@ def test_bad_setting_stops_with_one_clear_line(tmp_path: Path, sandbox_root: Pat
 def test_missing_api_key_and_missing_file_are_explained(tmp_path: Path, sandbox_root: Path) -> None:
     env = bot_env(sandbox_root)
     env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.run(
+    # The two processes run at once: neither writes anything the other reads.
+    no_key = subprocess.Popen(
         [sys.executable, "-m", "bot", "ask", "hi"], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=30,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert proc.returncode == 2 and "ANTHROPIC_API_KEY is not set" in proc.stderr
-    proc = subprocess.run(
+    no_file = subprocess.Popen(
         [sys.executable, "-m", "bot", "ask", "--csv", "nope.csv", "hi"], cwd=tmp_path,
-        env={**env, "ANTHROPIC_API_KEY": "sk-test"}, capture_output=True, text=True, timeout=30,
+        env={**env, "ANTHROPIC_API_KEY": "sk-test"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert proc.returncode == 2 and "No such file: nope.csv" in proc.stderr
+    try:
+        _, no_key_err = no_key.communicate(timeout=30)
+        _, no_file_err = no_file.communicate(timeout=30)
+    finally:
+        for proc in (no_key, no_file):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert no_key.returncode == 2 and "ANTHROPIC_API_KEY is not set" in no_key_err
+    assert no_file.returncode == 2 and "No such file: nope.csv" in no_file_err

@@ -198,6 +198,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self._lose_next = 0
         self._closing_index: int | None = None
         self.connections = 0
+        self.connection_ports: list[int] = []  # the client's port of each connection, in order
         self.messages: dict[str, list[Message]] = defaultdict(list)
         self.ephemerals: list[Json] = []
         self.reactions: list[tuple[str, str, str]] = []

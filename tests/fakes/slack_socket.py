@@ -61,6 +61,7 @@ class SocketMode:
     spread_events: bool  # each envelope to a random connection, as Slack does with several
     delivered_to: dict[str, int]  # envelope id -> connection it went to
     connections: int
+    connection_ports: list[int]  # connection index -> the client's local port
     acks: list[Json]
     envelopes: list[Json]  # every envelope sent, in order
     sent_at: dict[str, float]  # envelope id -> when it was sent
@@ -158,6 +159,8 @@ class SocketMode:
         await ws.send_str(json.dumps(hello))
         sock = _Socket(ws, self.connections)
         self._sockets.append(sock)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.connection_ports.append(peer[1] if peer else 0)
         self.connections += 1
         try:
             async for frame in ws:
