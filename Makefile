@@ -58,6 +58,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.concurrency
 	$(BIN)/python -m bench.replicas
 	$(BIN)/python -m bench.idle_threads
+	$(BIN)/python -m bench.long_threads
 	$(BIN)/python -m bench.detached_waits
 
 clean:

@@ -77,11 +77,12 @@ def _report(results: dict[str, list[dict]], points: list[int]) -> None:
     for mode, rows in results.items():
         q10, last = rows[9], rows[-2]  # the last question is the recall
         tail = statistics.median(r["cost"] for r in rows[40:-1])
+        peak = max(r["cost"] for r in rows[40:-1])
         total = sum(r["cost"] for r in rows)
         print(
             f"{mode}: question {last['n']} / question 10 = {last['cost'] / q10['cost']:.2f}× in "
             f"cost, {last['prompt'] / q10['prompt']:.2f}× in prompt; median cost of 41-"
-            f"{last['n']}: ${tail:.4f}; thread ${total:.3f}; answered "
+            f"{last['n']}: ${tail:.4f} (max ${peak:.4f}); thread ${total:.3f}; answered "
             f"{sum(r['ok'] for r in rows)}/{len(rows)}; last answer: {rows[-1]['answer'][:70]!r}"
         )
 

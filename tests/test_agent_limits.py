@@ -7,18 +7,44 @@ import asyncio
 from itertools import pairwise
 from pathlib import Path
 
-from bot.agent.events import RunFailed, RunFinished
+from bot.agent.compact import SYSTEM as SUMMARY_SYSTEM
+from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
 from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, http_error, text
 from tests.fakes.anthropic_cache import total_input_tokens
 from tests.support import Recorder
 from tests.test_agent_loop import run_python, session_with
 
 
-async def test_a_turn_that_fills_the_window_leaves_a_usable_history(sandbox_root: Path) -> None:
-    """The turn stopped mid-call: its call is answered unrun, so a follow-up is accepted."""
+async def test_a_turn_that_fills_the_window_is_compacted_and_answered(sandbox_root: Path) -> None:
+    """The turn stopped mid-call: it is dropped, the conversation summarised, the turn tried
+    again; its call never ran."""
 
     def script(req: ModelRequest) -> Reply:
-        if req.turn == 0:
+        if req.system_text == SUMMARY_SYSTEM:
+            return Reply([text("The user asked to analyse everything.")])
+        if "summarised" not in req.last_user_text:
+            call = run_python("print('never run')")
+            return Reply([text("Let me run"), call], stop_reason="model_context_window_exceeded")
+        return Reply([text("A shorter answer.")])
+
+    recorder = Recorder()
+    async with session_with(script, sandbox_root) as (session, fake):
+        full = await session.ask("analyse everything", recorder)
+    assert isinstance(full, RunFinished) and full.answer == "A shorter answer."
+    assert not recorder.of(ToolCallStarted)
+    assert [r.system_text == SUMMARY_SYSTEM for r in fake.requests] == [False, True, False]
+
+
+async def test_a_turn_that_fills_the_window_twice_leaves_a_usable_history(
+    sandbox_root: Path,
+) -> None:
+    """Still full after one compaction: the answer says so, the cut call is answered unrun,
+    so a follow-up is accepted."""
+
+    def script(req: ModelRequest) -> Reply:
+        if req.system_text == SUMMARY_SYSTEM:
+            return Reply([text("The user asked to analyse everything.")])
+        if "just the summary" not in req.last_user_text:
             call = run_python("print('never run')")
             return Reply([text("Let me run"), call], stop_reason="model_context_window_exceeded")
         return Reply([text("A shorter answer.")])
@@ -29,18 +55,22 @@ async def test_a_turn_that_fills_the_window_leaves_a_usable_history(sandbox_root
     assert isinstance(full, RunFinished) and full.stop == "model_context_window_exceeded"
     assert "context window" in full.answer and "new conversation" in full.answer
     assert isinstance(follow, RunFinished) and follow.answer == "A shorter answer."
-    [unrun] = fake.requests[1].merged_messages[2]["content"][:1]
-    assert unrun["type"] == "tool_result" and unrun["is_error"]
+    unrun = [b for b in fake.requests[-1].merged_messages[-1]["content"] if "tool_use_id" in b]
+    assert unrun and unrun[0]["is_error"]
 
 
 async def test_a_prompt_too_long_for_the_window_fails_with_a_clear_reason(
     sandbox_root: Path,
 ) -> None:
+    """Past the window, the conversation is summarised once and tried again; past it again,
+    the run ends with a message saying what to do, never the API's own words."""
     servers: list[FakeAnthropic] = []
 
     def script(req: ModelRequest) -> Reply:
-        # The window fits the first prompt, not the long output that follows it.
-        servers[0].context_window = total_input_tokens(req.body) + 200
+        if req.system_text == SUMMARY_SYSTEM:
+            return Reply([text("The user asked for a lot of output.")])
+        if servers[0].context_window is None:  # it fits the first prompt, not what follows
+            servers[0].context_window = total_input_tokens(req.body) + 200
         return Reply([run_python("print('x' * 8000)")])
 
     async with session_with(script, sandbox_root) as (session, fake):
@@ -48,7 +78,8 @@ async def test_a_prompt_too_long_for_the_window_fails_with_a_clear_reason(
         result = await session.ask("print a lot", Recorder())
     assert isinstance(result, RunFailed) and result.cause == "model"
     assert "context window" in result.reason and "new conversation" in result.reason
-    assert len(fake.requests) == 2  # a 400 is not retried
+    assert "prompt is too long" not in result.reason
+    assert sum(r.system_text == SUMMARY_SYSTEM for r in fake.requests) == 1
 
 
 async def test_a_429_without_retry_after_is_backed_off_and_retried(sandbox_root: Path) -> None:

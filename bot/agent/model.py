@@ -27,8 +27,8 @@ class ModelError(BotError):
 
 
 class PromptTooLong(ModelError):
-    """The prompt is longer than the model's context window (or the request than the API's
-    size limit): compacting the conversation may fix it."""
+    """The prompt is longer than the model's context window: compacting the conversation
+    may fix it."""
 
 
 def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
@@ -128,9 +128,9 @@ def _wait_asked(exc: Exception, seconds: float) -> str:
 
 
 def _too_long(exc: Exception) -> bool:
-    status = getattr(exc, "status_code", None)
+    """The prompt is over the window (a 413 is the request's bytes: a summary may not help)."""
     text = str(getattr(exc, "message", ""))
-    return status == 413 or (status == 400 and "prompt is too long" in text)
+    return getattr(exc, "status_code", None) == 400 and "prompt is too long" in text
 
 
 def _retryable(exc: Exception) -> bool:
