@@ -41,15 +41,17 @@ async def main() -> None:
     for kind in ("cleared", "compacted"):
         done = [t for t in trims if t.kind == kind]
         print(f"{kind}: {len(done)} times, by {sorted({t.by for t in done})}")
-    sent = api.requests[-1].messages[-1]["content"]
-    print(
-        f"\nat question {args.at}, the model was sent ({len(api.requests[-1].messages)} messages):"
-    )
-    for block in sent:
-        for line in block.get("text", "").splitlines()[:9]:
-            print(f"  > {line[:110]}")
-        print("  > …")
+    messages = api.requests[-1].messages
+    print(f"\nat question {args.at}, the model was sent {len(messages)} messages; the first:")
+    for line in _text(messages[0]).splitlines()[:8]:
+        print(f"  > {line[:110]}")
+    print("  > …\nand the last:")
+    print(f"  > {_text(messages[-1])[:110]}")
     print(f"\nanswer: {getattr(answer, 'answer', answer)}")
+
+
+def _text(message: dict) -> str:
+    return "\n".join(b.get("text", "") for b in message["content"] if isinstance(b, dict))
 
 
 if __name__ == "__main__":

@@ -180,6 +180,27 @@ async def test_history_round_trip_keeps_unicode_and_nested_blocks(store: Store) 
     assert await store.load_history(key) == messages[:1]
 
 
+async def test_what_a_save_replaces_is_archived_with_it(store: Store) -> None:
+    key = session().key
+    await store.save_session(session())
+    first = [{"role": "user", "content": [{"type": "text", "text": "q1 ✓"}]}]
+    await store.save_history(key, first)
+    summary = [{"role": "user", "content": [{"type": "text", "text": "summary"}]}]
+    await store.save_history(key, summary, archive={"at": 1.0, "reason": "r1", "messages": first})
+    await store.save_history(key, summary + summary)  # no archive: nothing added
+    await store.save_history(key, summary, archive={"at": 2.0, "reason": "r2", "messages": []})
+    assert await store.load_history(key) == summary
+    archived = await store.archived_history(key)
+    assert archived == [
+        {"at": 1.0, "reason": "r1", "messages": first},
+        {"at": 2.0, "reason": "r2", "messages": []},
+    ]
+    assert await store.archived_history("T:C:none") == []
+    with pytest.raises(NotFound):  # no session: neither the history nor its archive
+        await store.save_history("T:C:none", summary, archive={"messages": first})
+    assert await store.archived_history("T:C:none") == []
+
+
 async def test_files_in_the_order_taken_in(store: Store) -> None:
     await store.save_session(session("T:C:1"))
     await store.save_session(session("T:C:2"))
@@ -410,6 +431,7 @@ async def test_a_stale_fencing_token_is_refused_and_the_current_one_accepted(
         refused = [
             old.update_session(key, last_activity=9.0, token=stale),
             old.save_history(key, [], token=stale),
+            old.save_history(key, [], token=stale, archive={"reason": "stale", "messages": []}),
             old.add_file(key, file_record(9), token=stale),
             old.start_run(key, "run-9", "q", 9.0, token=stale),
             old.add_turn(key, "run-late", {"input_tokens": 9}, 9.0, 9.0, token=stale),
@@ -423,6 +445,7 @@ async def test_a_stale_fencing_token_is_refused_and_the_current_one_accepted(
         # Nothing of the stale writes landed; the current owner's do.
         assert (await new.get_session(key)).last_activity == 1.0  # type: ignore[union-attr]
         assert await new.load_history(key) == [{"role": "user", "content": "q1"}]
+        assert await new.archived_history(key) == []
         assert await new.files(key) == [file_record(1)]
         assert await new.get_run("run-9") is None
         assert await new.tool_calls(key) == [tool_call("run-1", 1)]
