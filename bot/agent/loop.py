@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,23 +11,29 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from bot.agent.blocks import (
+    MODEL_KEY,
+    compaction_iterations,
+    dump,
+    for_api,
+    started,
+    texts,
+    tool_result,
+)
 from bot.agent.context import ContextEditing
 from bot.agent.events import (
-    ModelTurn,
     Reporter,
     RunFailed,
     RunFinished,
     TextEmitted,
     ToolCallFinished,
-    ToolCallStarted,
 )
 from bot.agent.keeper import ContextKeeper, Rewrite
 from bot.agent.model import ModelError, PromptTooLong, RetryPolicy, create_message
 from bot.agent.models import ModelLimits
-from bot.agent.pricing import response_cost
 from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
-from bot.agent.usage import Usage
+from bot.agent.totals import RunTotals
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,6 @@ TRUNCATED_CALL_NOTE = (
 )
 TERMINAL_STOPS = {"end_turn", "stop_sequence"}
 THINKING_KINDS = ("thinking", "redacted_thinking")
-MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
 FULL_WINDOW_NOTE = (
     "This conversation has filled the model's context window, even summarised. Start a new "
     "conversation to go on (attach the files there again)."
@@ -63,37 +67,6 @@ class AgentConfig:
     max_output_tokens: int = 16_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     prompt_caching: bool = True
-
-
-@dataclass
-class _Run:
-    """Running totals of one `Agent.run`."""
-
-    started: float = field(default_factory=time.monotonic)
-    budget_usd: float | None = None
-    turns: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = 0.0
-
-    def add(self, message: Message, window: int | None) -> ModelTurn:
-        self.turns += 1
-        return ModelTurn(self.turns, *self._spend(message.model, message.usage), window)
-
-    def add_compaction(self, model: str, usage: Any) -> ModelTurn:
-        """A summarising call or iteration: paid for, not a turn of the run."""
-        return ModelTurn(self.turns, *self._spend(model, usage), purpose="compaction")
-
-    def _spend(self, model: str, api_usage: Any) -> tuple[Usage, float | None]:
-        usage = Usage.from_api(api_usage)
-        self.usage += usage
-        cost = response_cost(model, usage)
-        self.cost = None if cost is None or self.cost is None else self.cost + cost
-        return usage, cost
-
-    @property
-    def over_budget(self) -> bool:
-        spent = self.cost
-        return self.budget_usd is not None and spent is not None and spent >= self.budget_usd
 
 
 # Called with the history after every change, and with what a rewrite of it replaced.
@@ -141,7 +114,7 @@ class Agent:
             note = ToolOutcome(INTERRUPTED_NOTE, True, "killed")
             calls = [b for b in last["content"] if b.get("type") == "tool_use"]
             if calls:
-                self._add_user([_tool_result(c["id"], note) for c in calls])
+                self._add_user([tool_result(c["id"], note) for c in calls])
 
     def _unbind_thinking(self) -> None:
         """Thinking is bound to the model that wrote it: after a change of model, turns of the
@@ -167,7 +140,7 @@ class Agent:
         With `budget_usd`, the run stops cleanly once its model turns have cost that much.
         `notes` tell of what happened since the last question; they go before it, in the
         conversation, since the history is resent as is and stays in the prompt cache."""
-        run = _Run(budget_usd=budget_usd)
+        run = RunTotals(budget_usd=budget_usd)
         await self._between_questions(run, reporter)
         self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
@@ -178,7 +151,9 @@ class Agent:
             await reporter(failed)
             return failed
 
-    async def _loop(self, run: _Run, context: str, reporter: Reporter) -> RunFinished | RunFailed:
+    async def _loop(
+        self, run: RunTotals, context: str, reporter: Reporter
+    ) -> RunFinished | RunFailed:
         system = system_blocks(context, cache=self._config.prompt_caching)
         max_tokens, window = await self._limit_values()
         compacted = False  # a prompt too long is compacted once, then the run ends
@@ -198,7 +173,7 @@ class Agent:
             if stop in FULL_STOPS and not compacted and await self._compact_now(run, reporter):
                 compacted = True  # the cut turn is dropped; it goes on from the summary
                 continue
-            self._add("assistant", _dump(message.content))
+            self._add("assistant", dump(message.content))
             self.history[-1][MODEL_KEY] = self._config.model
             await self._save()
             calls = [b for b in message.content if b.type == "tool_use"]
@@ -209,7 +184,7 @@ class Agent:
                     return limit
                 continue
             if (stop == "tool_use" and calls) or (stop == "max_tokens" and calls):
-                for text in _texts(message):
+                for text in texts(message):
                     await reporter(TextEmitted(text))
                 if limit := await self._limit_reached(run, message, reporter, calls):
                     return limit
@@ -223,7 +198,7 @@ class Agent:
             return await self._finish(run, message, reporter, stop)
 
     async def _limit_reached(
-        self, run: _Run, message: Message, reporter: Reporter, calls: list[Any]
+        self, run: RunTotals, message: Message, reporter: Reporter, calls: list[Any]
     ) -> RunFinished | None:
         """The run's end if its turn limit or budget is reached; unrun calls are answered."""
         if run.turns >= self._config.max_turns:
@@ -241,7 +216,7 @@ class Agent:
             return wanted, None
         return await self._limits.max_tokens(wanted), (await self._limits.get()).context_window
 
-    async def _request(self, params: dict[str, Any], run: _Run, reporter: Reporter) -> Any:
+    async def _request(self, params: dict[str, Any], run: RunTotals, reporter: Reporter) -> Any:
         """One model turn; an endpoint that refuses the context-management betas gets the
         request again without them (the bot edits from then on)."""
         try:
@@ -252,13 +227,13 @@ class Agent:
             params = {k: v for k, v in params.items() if k not in ("betas", "context_management")}
             message = await create_message(self._client, params, self._config.retry)
         if self._keeper is not None:
-            for iteration in _compaction_iterations(message):
+            for iteration in compaction_iterations(message):
                 await reporter(run.add_compaction(message.model, iteration))
             for event in self._keeper.seen(params, message):
                 await reporter(event)
         return message
 
-    async def _between_questions(self, run: _Run, reporter: Reporter) -> None:
+    async def _between_questions(self, run: RunTotals, reporter: Reporter) -> None:
         """Clear or compact before a question, past the thresholds. A failed summary leaves
         the history as it was: the question may still fit."""
         if self._keeper is None:
@@ -271,7 +246,7 @@ class Agent:
         if rewrite is not None:
             await self._apply(rewrite, run, reporter)
 
-    async def _compact_now(self, run: _Run, reporter: Reporter) -> bool:
+    async def _compact_now(self, run: RunTotals, reporter: Reporter) -> bool:
         """Compaction in the middle of a run, after the prompt was refused as too long."""
         if self._keeper is None:
             return False
@@ -284,7 +259,7 @@ class Agent:
         await self._save()
         return True
 
-    async def _apply(self, rewrite: Rewrite, run: _Run, reporter: Reporter) -> None:
+    async def _apply(self, rewrite: Rewrite, run: RunTotals, reporter: Reporter) -> None:
         if rewrite.summary_call is not None:
             call = rewrite.summary_call
             await reporter(run.add_compaction(call.model, call.usage))
@@ -298,7 +273,7 @@ class Agent:
             "max_tokens": max_tokens,
             "system": system,
             "tools": self._tools,
-            "messages": [_for_api(m) for m in self.history],
+            "messages": [for_api(m) for m in self.history],
         }
         if self._config.prompt_caching:
             # Automatic caching: the breakpoint follows the newest block, so each turn reads
@@ -319,12 +294,12 @@ class Agent:
                     outcome = ToolOutcome(TRUNCATED_CALL_NOTE, True, "invalid")
                 else:
                     outcome = await self._run_tool(call, reporter)
-                results.append(_tool_result(call.id, outcome))
+                results.append(tool_result(call.id, outcome))
         finally:
             # Even when cancelled, every tool_use gets its result, or the history is unusable.
             answered = {r["tool_use_id"] for r in results}
             results += [
-                _tool_result(c.id, ToolOutcome(CANCELLED_NOTE, True, "killed"))
+                tool_result(c.id, ToolOutcome(CANCELLED_NOTE, True, "killed"))
                 for c in calls
                 if c.id not in answered
             ]
@@ -335,7 +310,7 @@ class Agent:
 
     async def _run_tool(self, call: Any, reporter: Reporter) -> ToolOutcome:
         args = call.input if isinstance(call.input, dict) else {}
-        await reporter(_started(call.id, call.name, args))
+        await reporter(started(call.id, call.name, args))
         outcome = await self._toolbox.call(call.name, call.input)
         await reporter(
             ToolCallFinished(
@@ -351,9 +326,9 @@ class Agent:
 
     def _answer_unrun(self, calls: list[Any], note: str) -> None:
         if calls:
-            self._add_user([_tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
+            self._add_user([tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
 
-    async def _refused(self, run: _Run, message: Message, reporter: Reporter) -> RunFailed:
+    async def _refused(self, run: RunTotals, message: Message, reporter: Reporter) -> RunFailed:
         # A refused turn is dropped, never run, so the conversation can go on afterwards.
         details = getattr(message, "stop_details", None)
         why = getattr(details, "explanation", None) if details else None
@@ -363,9 +338,9 @@ class Agent:
         return failed
 
     async def _finish(
-        self, run: _Run, message: Message, reporter: Reporter, stop: str
+        self, run: RunTotals, message: Message, reporter: Reporter, stop: str
     ) -> RunFinished:
-        answer = "\n\n".join(_texts(message)).strip()
+        answer = "\n\n".join(texts(message)).strip()
         if stop == "max_tokens":
             answer += "\n\n_(The answer was cut at the output token limit.)_"
         elif stop == "model_context_window_exceeded":
@@ -399,44 +374,3 @@ class Agent:
             self.history[-1]["content"].extend(blocks)
         else:
             self.history.append({"role": role, "content": list(blocks)})
-
-
-def _for_api(message: dict[str, Any]) -> dict[str, Any]:
-    """A saved message as the API takes it: the model mark is ours alone."""
-    return {"role": message["role"], "content": message["content"]}
-
-
-def _compaction_iterations(message: Any) -> list[Any]:
-    """The server's compaction iterations: billed, and not in the top-level usage (doc 1.6)."""
-    iterations = getattr(message.usage, "iterations", None) or []
-    return [i for i in iterations if getattr(i, "type", None) == "compaction"]
-
-
-def _dump(blocks: list[Any]) -> list[dict[str, Any]]:
-    """Assistant blocks as plain JSON, unmodified (thinking signatures must survive)."""
-    return [b.model_dump(mode="json", exclude_none=True) for b in blocks]
-
-
-def _texts(message: Message) -> list[str]:
-    return [b.text for b in message.content if b.type == "text" and b.text.strip()]
-
-
-def _tool_result(call_id: str, outcome: ToolOutcome) -> dict[str, Any]:
-    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-    result["content"] = outcome.content
-    if outcome.is_error:
-        result["is_error"] = True
-    return result
-
-
-def _started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
-    if name == "run_code":
-        return ToolCallStarted(
-            call_id,
-            name,
-            str(args.get("language", "?")),
-            str(args.get("code", "")),
-            bool(args.get("detached", False)),
-        )
-    summary = ", ".join(f"{k}={v}" for k, v in args.items())
-    return ToolCallStarted(call_id, name, None, summary)

@@ -1,0 +1,53 @@
+"""Content blocks between the SDK, the saved history and the events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anthropic.types import Message
+
+from bot.agent.events import ToolCallStarted
+from bot.agent.tools import ToolOutcome
+
+MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
+
+
+def for_api(message: dict[str, Any]) -> dict[str, Any]:
+    """A saved message as the API takes it: the model mark is ours alone."""
+    return {"role": message["role"], "content": message["content"]}
+
+
+def compaction_iterations(message: Any) -> list[Any]:
+    """The server's compaction iterations: billed, and not in the top-level usage (doc 1.6)."""
+    iterations = getattr(message.usage, "iterations", None) or []
+    return [i for i in iterations if getattr(i, "type", None) == "compaction"]
+
+
+def dump(blocks: list[Any]) -> list[dict[str, Any]]:
+    """Assistant blocks as plain JSON, unmodified (thinking signatures must survive)."""
+    return [b.model_dump(mode="json", exclude_none=True) for b in blocks]
+
+
+def texts(message: Message) -> list[str]:
+    return [b.text for b in message.content if b.type == "text" and b.text.strip()]
+
+
+def tool_result(call_id: str, outcome: ToolOutcome) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+    result["content"] = outcome.content
+    if outcome.is_error:
+        result["is_error"] = True
+    return result
+
+
+def started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
+    if name == "run_code":
+        return ToolCallStarted(
+            call_id,
+            name,
+            str(args.get("language", "?")),
+            str(args.get("code", "")),
+            bool(args.get("detached", False)),
+        )
+    summary = ", ".join(f"{k}={v}" for k, v in args.items())
+    return ToolCallStarted(call_id, name, None, summary)
