@@ -108,7 +108,7 @@ async def main(threads: int, kb: int) -> None:
                 await engine.open(key, start=False)
             loaded, held = settled_rss(), engine.threads_in_memory
             await asyncio.sleep(IDLE_S * 1.5)
-            await engine.lifecycle.reap()
+            await engine.reap()
             dropped, left = settled_rss(), engine.threads_in_memory
             session = await engine.open(keys[0], start=False)  # a dropped thread comes back
             back = len(session.agent.history)

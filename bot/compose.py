@@ -86,13 +86,24 @@ class Runtime:
     def scrubber(self) -> Scrubber:
         return self.sessions.scrubber
 
-    def engine(self, store: Store, view_for: ViewFor, opener_for: OpenerFor) -> Engine:
+    def engine(
+        self,
+        store: Store,
+        view_for: ViewFor,
+        opener_for: OpenerFor,
+        *,
+        coord: Coordinator | None = None,
+    ) -> Engine:
+        """`coord`: the replicas' leases, through which a thread held elsewhere is claimed
+        before it is reaped (None: this process alone)."""
         s = self.settings
         return Engine(
             store,
             self.sessions,
             view_for,
             opener_for,
+            claim=_claim_with(coord) if coord else None,
+            release=coord.release if coord else None,
             budgets=Budgets.from_settings(s),
             idle_timeout_s=s.session_idle_timeout,
             idle_action=s.session_idle_action,
@@ -109,7 +120,7 @@ class Runtime:
         return OrphanSweeper(
             self.provider,
             s.sandbox_tag,
-            engine.lifecycle.owned_sandbox_ids,
+            engine.owned_sandbox_ids,
             interval_s=s.orphan_sweep_interval_s,
             min_age_s=s.orphan_min_age_s,
             turn=turn,
@@ -118,3 +129,10 @@ class Runtime:
     async def close(self) -> None:
         await self.provider.close()
         await self.client.close()
+
+
+def _claim_with(coord: Coordinator) -> Callable[[str], Awaitable[bool]]:
+    async def claim(key: str) -> bool:
+        return (await coord.claim(key))[1]
+
+    return claim

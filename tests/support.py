@@ -1,4 +1,4 @@
-"""Shared test plumbing: a runtime wired to the fakes on loopback and a recording reporter."""
+"""Shared test plumbing: a runtime wired to the fakes on loopback and a recording view."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def matplotlib_in_sandbox() -> bool:
 
 
 class Recorder:
-    """A reporter that keeps every event."""
+    """A view that keeps every event."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []

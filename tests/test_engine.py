@@ -143,7 +143,7 @@ async def test_a_thread_over_max_sandboxes_is_told_it_waits_and_then_answered(
     limits = {"max_sandboxes": 1, "session_idle_timeout": 0.5}
     async with engine_on(script, sandbox_root, **limits) as (engine, views, _, _fake):
         assert isinstance(await (await engine.ask(KEY, "first", user="U1")), RunFinished)
-        engine.lifecycle.start_reaper(0.2)
+        engine.start_reaper(0.2)
         second = await engine.ask(other, "second", user="U2")
         waiting = await views.wait_for(SandboxWaiting)
         result = await asyncio.wait_for(second, 30)

@@ -80,7 +80,7 @@ async def test_the_reaper_leaves_the_sandbox_of_a_thread_taken_over(sandbox_root
             reaped: list[str] = []
             async with asyncio.timeout(20):
                 while engine.threads_in_memory:  # once quiet past the idle timeout
-                    reaped += await engine.lifecycle.reap()
+                    reaped += await engine.reap()
                     await asyncio.sleep(0.02)
             record = await store.get_session(KEY)
             sandbox = await runtime.provider.attach(sandbox_id)  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ async def test_an_idle_thread_is_dropped_and_resumes_from_the_store(sandbox_root
             assert engine.threads_in_memory == 1 and sandbox_id is not None
 
             async with asyncio.timeout(20):
-                while KEY not in await engine.lifecycle.reap():  # noqa: ASYNC110
+                while KEY not in await engine.reap():  # noqa: ASYNC110
                     await asyncio.sleep(0.02)
             assert engine.threads_in_memory == 0
             assert await engine.file_count(KEY) == 1  # counted from the store

@@ -75,9 +75,9 @@ async def test_a_quiet_sandbox_is_stopped_kept_resumed_then_deleted(
         assert await answer(engine, "first") == "False"
         sandbox_id = engine.sandbox_id(KEY)
         await asyncio.sleep(IDLE_S)
-        assert await engine.lifecycle.reap() == [KEY]  # stopped, not deleted
+        assert await engine.reap() == [KEY]  # stopped, not deleted
         assert told.of(SandboxSuspended) == [SandboxSuspended(RETAIN_S)]
-        assert await engine.lifecycle.reap() == []  # stopped once
+        assert await engine.reap() == []  # stopped once
         assert await kept(runtime) == [sandbox_id]
 
         assert await answer(engine, "second") == "True"  # the same disk
@@ -85,9 +85,9 @@ async def test_a_quiet_sandbox_is_stopped_kept_resumed_then_deleted(
         assert STOPPED in model.requests[-2].last_user_text
 
         await asyncio.sleep(IDLE_S)
-        assert await engine.lifecycle.reap() == [KEY]  # quiet again: stopped again
+        assert await engine.reap() == [KEY]  # quiet again: stopped again
         await asyncio.sleep(RETAIN_S)
-        assert await engine.lifecycle.reap() == [KEY]  # kept long enough: deleted
+        assert await engine.reap() == [KEY]  # kept long enough: deleted
         assert await kept(runtime) == []
         assert len(told.of(SandboxSuspended)) == 2  # nothing more said on the deletion
         assert await answer(engine, "third") == "False"  # a fresh sandbox
@@ -101,7 +101,7 @@ async def test_the_sweeper_spares_a_kept_sandbox_until_its_time_is_over(
         sandbox_id = engine.sandbox_id(KEY)
         sweeper = runtime.orphan_sweeper(engine)
         await asyncio.sleep(IDLE_S)
-        assert await engine.lifecycle.reap() == [KEY]
+        assert await engine.reap() == [KEY]
         assert await sweeper.sweep() == []  # kept: a session still holds it
         assert await kept(runtime) == [sandbox_id]
         await asyncio.sleep(RETAIN_S)

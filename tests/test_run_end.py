@@ -125,7 +125,7 @@ async def test_a_run_whose_end_was_never_written_is_ended_and_its_sandbox_reaped
         assert [r.run_id for r in await store.runs_in_flight()] == [run_id]
 
         async def reaped() -> bool:
-            return KEY in await engine.lifecycle.reap()
+            return KEY in await engine.reap()
 
         await _until(reaped)
         run = await store.get_run(run_id)

@@ -19,12 +19,16 @@ class ToolCallStarted:
 
 @dataclass(frozen=True)
 class ToolCallFinished:
+    """The whole record of one call: what ran (as its start said) and how it ended."""
+
     call_id: str
     tool: str
     status: str  # ok | error | timeout | killed | running | invalid
     exit_code: int | None
     duration_s: float
     excerpt: str  # a short piece of stdout/stderr for display
+    language: str | None = None  # for run_code
+    code: str = ""  # the code, or a one-line summary of the input for the other tools
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,11 @@ Event = (
 )
 
 
-class Reporter(Protocol):
+class RunView(Protocol):
+    """Shows a run's events: a Slack thread, the terminal, or the audit on their way."""
+
     async def __call__(self, event: Event) -> None: ...
 
 
 async def discard(event: Event) -> None:
-    """A reporter that shows nothing."""
+    """A view that shows nothing."""

@@ -22,9 +22,9 @@ from bot.agent.blocks import (
 )
 from bot.agent.context import ContextEditing
 from bot.agent.events import (
-    Reporter,
     RunFailed,
     RunFinished,
+    RunView,
     TextEmitted,
     ToolCallFinished,
 )
@@ -131,7 +131,7 @@ class Agent:
         self,
         question: str,
         context: str,
-        reporter: Reporter,
+        view: RunView,
         budget_usd: float | None = None,
         *,
         notes: Sequence[str] = (),
@@ -141,36 +141,34 @@ class Agent:
         `notes` tell of what happened since the last question; they go before it, in the
         conversation, since the history is resent as is and stays in the prompt cache."""
         run = RunTotals(budget_usd=budget_usd)
-        await self._between_questions(run, reporter)
+        await self._between_questions(run, view)
         self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
         try:
-            return await self._loop(run, context, reporter)
+            return await self._loop(run, context, view)
         except ModelError as exc:
             failed = RunFailed(str(exc), run.turns, run.usage, run.cost, cause="model")
-            await reporter(failed)
+            await view(failed)
             return failed
 
-    async def _loop(
-        self, run: RunTotals, context: str, reporter: Reporter
-    ) -> RunFinished | RunFailed:
+    async def _loop(self, run: RunTotals, context: str, view: RunView) -> RunFinished | RunFailed:
         system = system_blocks(context, cache=self._config.prompt_caching)
         max_tokens, window = await self._limit_values()
         compacted = False  # a prompt too long is compacted once, then the run ends
         while True:
             params = await self._params(system, max_tokens)
             try:
-                message = await self._request(params, run, reporter)
+                message = await self._request(params, run, view)
             except PromptTooLong:
-                if compacted or not await self._compact_now(run, reporter):
+                if compacted or not await self._compact_now(run, view):
                     raise ModelError(FULL_WINDOW_NOTE) from None
                 compacted = True
                 continue
-            await reporter(run.add(message, window))
+            await view(run.add(message, window))
             stop = message.stop_reason or "end_turn"
             if stop == "refusal":
-                return await self._refused(run, message, reporter)
-            if stop in FULL_STOPS and not compacted and await self._compact_now(run, reporter):
+                return await self._refused(run, message, view)
+            if stop in FULL_STOPS and not compacted and await self._compact_now(run, view):
                 compacted = True  # the cut turn is dropped; it goes on from the summary
                 continue
             self._add("assistant", dump(message.content))
@@ -180,33 +178,33 @@ class Agent:
             if stop == "pause_turn":
                 # The server paused its own loop; sending the turn back resumes it. A pause is a
                 # turn like any other, so the limits end a run that keeps pausing.
-                if limit := await self._limit_reached(run, message, reporter, []):
+                if limit := await self._limit_reached(run, message, view, []):
                     return limit
                 continue
             if (stop == "tool_use" and calls) or (stop == "max_tokens" and calls):
                 for text in texts(message):
-                    await reporter(TextEmitted(text))
-                if limit := await self._limit_reached(run, message, reporter, calls):
+                    await view(TextEmitted(text))
+                if limit := await self._limit_reached(run, message, view, calls):
                     return limit
                 last_next = run.turns >= self._config.max_turns - 1
-                await self._run_tools(calls, reporter, stop == "max_tokens", last_next)
+                await self._run_tools(calls, view, stop == "max_tokens", last_next)
                 continue
             # A turn cut short (a full context window, say) may still hold calls: they are
             # answered unrun, or the history is refused at the next question.
             self._answer_unrun(calls, "The turn ended before this call ran.")
             await self._save()
-            return await self._finish(run, message, reporter, stop)
+            return await self._finish(run, message, view, stop)
 
     async def _limit_reached(
-        self, run: RunTotals, message: Message, reporter: Reporter, calls: list[Any]
+        self, run: RunTotals, message: Message, view: RunView, calls: list[Any]
     ) -> RunFinished | None:
         """The run's end if its turn limit or budget is reached; unrun calls are answered."""
         if run.turns >= self._config.max_turns:
             self._answer_unrun(calls, "The turn limit was reached before this call ran.")
-            return await self._finish(run, message, reporter, "max_turns")
+            return await self._finish(run, message, view, "max_turns")
         if run.over_budget:
             self._answer_unrun(calls, "The run's budget was spent before this call ran.")
-            return await self._finish(run, message, reporter, "budget")
+            return await self._finish(run, message, view, "budget")
         return None
 
     async def _limit_values(self) -> tuple[int, int | None]:
@@ -216,7 +214,7 @@ class Agent:
             return wanted, None
         return await self._limits.max_tokens(wanted), (await self._limits.get()).context_window
 
-    async def _request(self, params: dict[str, Any], run: RunTotals, reporter: Reporter) -> Any:
+    async def _request(self, params: dict[str, Any], run: RunTotals, view: RunView) -> Any:
         """One model turn; an endpoint that refuses the context-management betas gets the
         request again without them (the bot edits from then on)."""
         try:
@@ -228,12 +226,12 @@ class Agent:
             message = await create_message(self._client, params, self._config.retry)
         if self._keeper is not None:
             for iteration in compaction_iterations(message):
-                await reporter(run.add_compaction(message.model, iteration))
+                await view(run.add_compaction(message.model, iteration))
             for event in self._keeper.seen(params, message):
-                await reporter(event)
+                await view(event)
         return message
 
-    async def _between_questions(self, run: RunTotals, reporter: Reporter) -> None:
+    async def _between_questions(self, run: RunTotals, view: RunView) -> None:
         """Clear or compact before a question, past the thresholds. A failed summary leaves
         the history as it was: the question may still fit."""
         if self._keeper is None:
@@ -244,9 +242,9 @@ class Agent:
             log.warning("The conversation could not be summarised; it is sent as it is.")
             return
         if rewrite is not None:
-            await self._apply(rewrite, run, reporter)
+            await self._apply(rewrite, run, view)
 
-    async def _compact_now(self, run: RunTotals, reporter: Reporter) -> bool:
+    async def _compact_now(self, run: RunTotals, view: RunView) -> bool:
         """Compaction in the middle of a run, after the prompt was refused as too long."""
         if self._keeper is None:
             return False
@@ -254,18 +252,18 @@ class Agent:
             rewrite = await self._keeper.compact(self.history)
         except ModelError:
             return False
-        await self._apply(rewrite, run, reporter)
+        await self._apply(rewrite, run, view)
         self._add_user([{"type": "text", "text": GO_ON_NOTE}])
         await self._save()
         return True
 
-    async def _apply(self, rewrite: Rewrite, run: RunTotals, reporter: Reporter) -> None:
+    async def _apply(self, rewrite: Rewrite, run: RunTotals, view: RunView) -> None:
         if rewrite.summary_call is not None:
             call = rewrite.summary_call
-            await reporter(run.add_compaction(call.model, call.usage))
+            await view(run.add_compaction(call.model, call.usage))
         self.history = rewrite.history
         await self._save(rewrite.archive)
-        await reporter(rewrite.event)
+        await view(rewrite.event)
 
     async def _params(self, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -284,7 +282,7 @@ class Agent:
         return params
 
     async def _run_tools(
-        self, calls: list[Any], reporter: Reporter, truncated: bool, last_next: bool
+        self, calls: list[Any], view: RunView, truncated: bool, last_next: bool
     ) -> None:
         """Run the calls one by one (they share a working folder) and answer every id."""
         results: list[dict[str, Any]] = []
@@ -293,7 +291,7 @@ class Agent:
                 if truncated:
                     outcome = ToolOutcome(TRUNCATED_CALL_NOTE, True, "invalid")
                 else:
-                    outcome = await self._run_tool(call, reporter)
+                    outcome = await self._run_tool(call, view)
                 results.append(tool_result(call.id, outcome))
         finally:
             # Even when cancelled, every tool_use gets its result, or the history is unusable.
@@ -308,11 +306,12 @@ class Agent:
             self._add_user(results)
             await asyncio.shield(self._save())
 
-    async def _run_tool(self, call: Any, reporter: Reporter) -> ToolOutcome:
+    async def _run_tool(self, call: Any, view: RunView) -> ToolOutcome:
         args = call.input if isinstance(call.input, dict) else {}
-        await reporter(started(call.id, call.name, args))
+        start = started(call.id, call.name, args)
+        await view(start)
         outcome = await self._toolbox.call(call.name, call.input)
-        await reporter(
+        await view(
             ToolCallFinished(
                 call.id,
                 call.name,
@@ -320,6 +319,8 @@ class Agent:
                 outcome.exit_code,
                 outcome.duration_s,
                 outcome.excerpt,
+                start.language,
+                start.code,
             )
         )
         return outcome
@@ -328,17 +329,17 @@ class Agent:
         if calls:
             self._add_user([tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
 
-    async def _refused(self, run: RunTotals, message: Message, reporter: Reporter) -> RunFailed:
+    async def _refused(self, run: RunTotals, message: Message, view: RunView) -> RunFailed:
         # A refused turn is dropped, never run, so the conversation can go on afterwards.
         details = getattr(message, "stop_details", None)
         why = getattr(details, "explanation", None) if details else None
         reason = "The model declined this request."
         failed = RunFailed(f"{reason} {why}" if why else reason, run.turns, run.usage, run.cost)
-        await reporter(failed)
+        await view(failed)
         return failed
 
     async def _finish(
-        self, run: RunTotals, message: Message, reporter: Reporter, stop: str
+        self, run: RunTotals, message: Message, view: RunView, stop: str
     ) -> RunFinished:
         answer = "\n\n".join(texts(message)).strip()
         if stop == "max_tokens":
@@ -357,7 +358,7 @@ class Agent:
         finished = RunFinished(
             answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd
         )
-        await reporter(finished)
+        await view(finished)
         return finished
 
     async def _save(self, archive: dict[str, Any] | None = None) -> None:

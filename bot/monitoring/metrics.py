@@ -18,8 +18,8 @@ from bot.sessions.events import (
     RunInterrupted,
     RunStarted,
     RunStopped,
+    RunView,
     SessionEvent,
-    ThreadView,
     ViewFor,
 )
 
@@ -105,7 +105,7 @@ class Metrics:
     def observe(self, view_for: ViewFor) -> ViewFor:
         """`view_for` whose views count every event before showing it."""
 
-        def observed(key: str) -> ThreadView:
+        def observed(key: str) -> RunView:
             return _Observed(self, view_for(key))
 
         return observed
@@ -132,7 +132,7 @@ class _Observed:
     """One run's view (the engine asks for a fresh one per run), counting what it is shown.
     Counted before it is shown, so a view that fails loses no count."""
 
-    def __init__(self, metrics: Metrics, view: ThreadView) -> None:
+    def __init__(self, metrics: Metrics, view: RunView) -> None:
         self._metrics = metrics
         self._view = view
         self._ended = False

@@ -30,12 +30,12 @@ from bot.sessions.events import (
 )
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
-from bot.sessions.lifecycle import IdleAction, Lifecycle
+from bot.sessions.lifecycle import Claim, IdleAction, Lifecycle, Release
 from bot.sessions.retry import Backoff
-from bot.sessions.run import Audit, ask_watching_sandbox, failure
+from bot.sessions.run import RecordingView, ask_watching_sandbox, failure
 from bot.sessions.session import Intake, Session
-from bot.sessions.thread import RunResult, Thread
-from bot.store.base import Fenced, FileRecord, RunOutcome, SessionRecord, Store
+from bot.sessions.thread import RunResult, ThreadState
+from bot.store.base import Fenced, FileRecord, RunOutcome, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -59,25 +59,53 @@ class Engine:
         end_retry: Backoff = END_RETRY,
         repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        claim: Claim | None = None,
+        release: Release | None = None,
     ) -> None:
+        """`claim` and `release`: how this process takes a thread it does not hold, to reap
+        it, and lets it go after (replicas); alone, every thread is its own."""
         self._store = store
         self._sessions = sessions
         self._view_for = view_for
         self._opener_for = opener_for
         self._budgets = budgets
         self._clock = clock
-        self._threads: dict[str, Thread] = {}
+        self._threads: dict[str, ThreadState] = {}
         self._end_retry = end_retry
         self._live_runs: set[str] = set()  # run ids whose task is alive in this process
         # key -> the fencing token taken when this process last took the thread over; kept
         # while the thread leaves memory (its lease may still be held here)
         self._tokens: dict[str, int] = {}
         self.accepting = True
-        self.lifecycle = Lifecycle(
+        shared = {"claim": claim, "release": release}
+        self._lifecycle = Lifecycle(
             self._threads, self._load, store, sessions.provider, view_for,
             idle_timeout_s=idle_timeout_s, idle_action=idle_action, retain_s=retain_s,
             live_runs=self._live_runs, repair_grace_s=repair_grace_s, clock=clock,
+            **{k: v for k, v in shared.items() if v is not None},
         )  # fmt: skip
+
+    # -- lifecycle: what a front end starts, and what it is told --
+
+    async def restore(self) -> list[RunRecord]:
+        """At start: the runs a crash cut off, ended as interrupted (tell them with
+        `tell_interrupted` once connected)."""
+        return await self._lifecycle.restore()
+
+    async def tell_interrupted(self, runs: list[RunRecord]) -> None:
+        await self._lifecycle.tell_interrupted(runs)
+
+    def start_reaper(self, interval_s: float | None = None) -> None:
+        """Shut quiet threads' sandboxes down, in the background, until shutdown."""
+        self._lifecycle.start_reaper(interval_s)
+
+    async def reap(self) -> list[str]:
+        """One pass of the reaper now: the keys whose sandbox it shut down."""
+        return await self._lifecycle.reap()
+
+    async def owned_sandbox_ids(self) -> set[str]:
+        """Sandboxes some thread still holds (the orphan sweeper leaves them)."""
+        return await self._lifecycle.owned_sandbox_ids()
 
     # -- threads --
 
@@ -195,11 +223,11 @@ class Engine:
         """Stop taking work; running turns get `grace_s` to finish, the rest are interrupted
         (and told). Sessions keep their sandboxes for the next start. Returns the cut keys."""
         self.accepting = False
-        return await self.lifecycle.drain(grace_s)
+        return await self._lifecycle.drain(grace_s)
 
     # -- internals --
 
-    async def _thread(self, key: str, repo_url: str | None = None) -> Thread:
+    async def _thread(self, key: str, repo_url: str | None = None) -> ThreadState:
         """The key's thread, opened if it is not yet; one the front end opened already is
         only touched in memory (`open` has recorded the activity)."""
         thread = self._threads.get(key)
@@ -210,7 +238,7 @@ class Engine:
         thread.last_activity = self._clock()
         return thread
 
-    async def _load(self, key: str, repo_url: str | None = None) -> Thread:
+    async def _load(self, key: str, repo_url: str | None = None) -> ThreadState:
         record = await self._store.get_session(key)
         now = self._clock()
         if record is None:
@@ -230,13 +258,13 @@ class Engine:
             on_sandbox=lambda sandbox_id: self._sandbox_changed(key, sandbox_id, token),
         )
         intakes = [self._intake(f) for f in await self._store.files(key)]
-        sandbox = await self.lifecycle.attach(record, token)
+        sandbox = await self._lifecycle.attach(record, token)
         if sandbox is not None:
             session.adopt(sandbox, intakes)
         elif intakes:
             session.remember(intakes)
         last = record.last_activity if sandbox else now
-        return Thread(session, last_activity=last, token=token)
+        return ThreadState(session, last_activity=last, token=token)
 
     def _intake(self, file: FileRecord) -> Intake:
         header = str(file.source.get("header", ""))
@@ -248,7 +276,7 @@ class Engine:
         state = "active" if sandbox_id else "idle"
         await self._store.update_session(key, sandbox_id=sandbox_id, state=state, token=token)
 
-    async def _work(self, key: str, thread: Thread) -> None:
+    async def _work(self, key: str, thread: ThreadState) -> None:
         try:
             while self.accepting and (queued := await self._take(key, thread)):
                 question = "\n\n".join(q.question for q in queued)
@@ -267,7 +295,7 @@ class Engine:
                     waiter.set_result(None)
             thread.waiters.clear()
 
-    async def _take(self, key: str, thread: Thread) -> list[Any]:
+    async def _take(self, key: str, thread: ThreadState) -> list[Any]:
         """The questions waiting. One asked while the store answered "none" found this worker
         busy and started none of its own: its waiter is new, so the queue is read again."""
         while True:
@@ -276,7 +304,7 @@ class Engine:
             if queued or set(thread.waiters) <= known or not self.accepting:
                 return queued
 
-    async def _run(self, key: str, thread: Thread, question: str, user: str) -> RunResult:
+    async def _run(self, key: str, thread: ThreadState, question: str, user: str) -> RunResult:
         view = self._view_for(key)
         allowance = await self._budgets.allowance(self._store, key, user, self._clock())
         if isinstance(allowance, BudgetSpent):
@@ -285,11 +313,11 @@ class Engine:
         run_id = secrets.token_hex(6)
         await self._store.start_run(key, run_id, question, self._clock(), user, token=thread.token)
         self._live_runs.add(run_id)
-        report = Audit(self._store, key, run_id, view, thread.token)
+        recorded = RecordingView(self._store, key, run_id, view, thread.token)
         thread.run_id = run_id
         try:
             thread.current = asyncio.create_task(
-                self._execute(thread.session, question, report, allowance, run_id)
+                self._execute(thread.session, question, recorded, allowance, run_id, user)
             )
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
             if _refused(thread.current):  # its new owner ends the run: nothing to write here
@@ -302,15 +330,15 @@ class Engine:
             thread.last_activity = self._clock()
         return result
 
-    async def _let_go(self, key: str, thread: Thread) -> None:
+    async def _let_go(self, key: str, thread: ThreadState) -> None:
         """A write for the thread was refused: another replica took it over while this one
         was cut off (paused, or away from Redis, past its lease). Its run stops here without
         a word to the thread (the new owner tells it), and this stale copy is dropped."""
         log.warning("thread %s: taken over by another replica; stopping here", key)
         if self._tokens.get(key) == thread.token:
             del self._tokens[key]
-        await self.lifecycle.drop_stale(key, thread)
-        await self.lifecycle.release(key)  # if the lease is still ours (not likely)
+        await self._lifecycle.drop_stale(key, thread)
+        await self._lifecycle.release(key)  # if the lease is still ours (not likely)
 
     async def _end_run(self, run_id: str, outcome: RunOutcome, token: int | None) -> None:
         """Record the run's end, retried through a store blip. If it still cannot be written
@@ -329,25 +357,31 @@ class Engine:
                 await asyncio.sleep(delay)
 
     async def _execute(
-        self, session: Session, question: str, report: Audit, budget: float, run_id: str
+        self,
+        session: Session,
+        question: str,
+        view: RecordingView,
+        budget: float,
+        run_id: str,
+        user: str,
     ) -> RunResult:
-        await report(RunStarted(run_id, question, budget))
+        await view(RunStarted(run_id, question, budget, user))
         try:
-            result = await ask_watching_sandbox(session, question, report, budget)
-            await report(OutputsReady(session.outputs))
+            result = await ask_watching_sandbox(session, question, view, budget)
+            await view(OutputsReady(session.outputs))
             return result
         except Fenced:
             raise  # not a failure to tell: the thread is another replica's now
         except asyncio.CancelledError:
             if self.accepting:
                 run = await self._store.get_run(run_id)
-                await report(RunStopped(run.stopped_by if run else None))
+                await view(RunStopped(run.stopped_by if run else None))
             else:
-                await report(RunInterrupted("shutdown"))
+                await view(RunInterrupted("shutdown"))
             raise
         except Exception as exc:
             failed = failure(exc)
-            await report(failed)
+            await view(failed)
             return failed
 
 

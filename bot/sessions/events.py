@@ -1,6 +1,6 @@
 """What the engine tells a front end about a thread, beside the agent's own events.
 
-A front end renders these for one thread: `ViewFor(key)` gives the reporter for a thread,
+A front end renders these for one thread: `ViewFor(key)` gives the view for a thread,
 and the engine asks for a fresh one at the start of every run.
 """
 
@@ -20,6 +20,7 @@ class RunStarted:
     run_id: str  # what a Stop button names
     question: str
     budget_usd: float
+    user: str = ""  # who asked (the last of the questions joined into this run)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,10 @@ SessionEvent = (
 )
 
 
-class ThreadView(Protocol):
+class RunView(Protocol):
+    """`bot.agent.events.RunView`, for the engine's events as well as the agent's."""
+
     async def __call__(self, event: SessionEvent) -> None: ...
 
 
-ViewFor = Callable[[str], ThreadView]
+ViewFor = Callable[[str], RunView]

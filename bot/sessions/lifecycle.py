@@ -19,12 +19,12 @@ from typing import Literal
 from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider
 from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
-from bot.sessions.thread import Thread
+from bot.sessions.thread import ThreadState
 from bot.store.base import Fenced, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
-Load = Callable[[str], Awaitable[Thread]]
+Load = Callable[[str], Awaitable[ThreadState]]
 IdleAction = Literal["delete", "stop"]
 Claim = Callable[[str], Awaitable[bool]]
 Release = Callable[[str], Awaitable[None]]
@@ -41,7 +41,7 @@ async def _nothing(key: str) -> None:
 class Lifecycle:
     def __init__(
         self,
-        threads: dict[str, Thread],
+        threads: dict[str, ThreadState],
         load: Load,
         store: Store,
         provider: SandboxProvider,
@@ -53,11 +53,13 @@ class Lifecycle:
         live_runs: Collection[str] = frozenset(),
         repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        claim: Claim = _always,
+        release: Release = _nothing,
     ) -> None:
         # A thread this process does not hold is reaped only once claimed (with replicas,
         # its owner might be using it), and let go again after.
-        self.claim: Claim = _always
-        self.release: Release = _nothing
+        self.claim = claim
+        self.release = release
         self._threads = threads
         self._load = load
         self._store = store
@@ -156,7 +158,7 @@ class Lifecycle:
                 await self._drop(key, thread)
         return reaped
 
-    async def _still_ours(self, key: str, thread: Thread) -> bool:
+    async def _still_ours(self, key: str, thread: ThreadState) -> bool:
         """Whether the store still takes this copy's writes (with replicas, one held here may
         have been taken over while this process was cut off). A stale copy leaves memory
         untouched: its sandbox is the new owner's now, not this reaper's to shut down."""
@@ -170,14 +172,14 @@ class Lifecycle:
             await self.drop_stale(key, thread)
             return False
 
-    async def drop_stale(self, key: str, thread: Thread) -> None:
+    async def drop_stale(self, key: str, thread: ThreadState) -> None:
         """A copy whose writes the store refuses (its thread was taken over) leaves memory;
         its sandbox is left alone: it is the new owner's now."""
         if self._threads.get(key) is thread:
             del self._threads[key]
             await thread.session.close(destroy=False)
 
-    async def _drop(self, key: str, thread: Thread) -> None:
+    async def _drop(self, key: str, thread: ThreadState) -> None:
         """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
         session, history, files); its next event loads it from the store again."""
         if self._threads.get(key) is not thread or thread.busy:
@@ -223,7 +225,7 @@ class Lifecycle:
                 await self.release(run.key)
 
     async def _reap_one(
-        self, record: SessionRecord, thread: Thread | None, now: float, last: float
+        self, record: SessionRecord, thread: ThreadState | None, now: float, last: float
     ) -> bool:
         """Stop or shut down one quiet thread's sandbox, as the idle action says."""
         key = record.key
@@ -254,14 +256,14 @@ class Lifecycle:
         await asyncio.gather(*workers, return_exceptions=True)
         return cut
 
-    def _last(self, record: SessionRecord | None, thread: Thread | None, now: float) -> float:
+    def _last(self, record: SessionRecord | None, thread: ThreadState | None, now: float) -> float:
         """When the thread was last active (this process knows best, if it holds it)."""
         return thread.last_activity if thread else record.last_activity if record else now
 
     def _past_retention(self, quiet_s: float) -> bool:
         return self._idle_action == "stop" and quiet_s >= self._idle_timeout_s + self._retain_s
 
-    async def _stop(self, record: SessionRecord, thread: Thread | None) -> bool:
+    async def _stop(self, record: SessionRecord, thread: ThreadState | None) -> bool:
         """Stop the sandbox but keep it; False if there was none (or it failed: next pass)."""
         try:
             if thread is not None:
@@ -278,7 +280,7 @@ class Lifecycle:
             log.warning("could not stop %s's sandbox: %s", record.key, exc)
             return False
 
-    async def _suspend(self, record: SessionRecord, thread: Thread | None) -> bool:
+    async def _suspend(self, record: SessionRecord, thread: ThreadState | None) -> bool:
         if thread is not None and thread.session.sandbox_id is not None:
             await thread.session.suspend()  # the session records its sandbox as gone
             return True

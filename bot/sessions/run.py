@@ -14,11 +14,10 @@ from bot.agent.events import (
     RunFailed,
     RunFinished,
     ToolCallFinished,
-    ToolCallStarted,
 )
 from bot.agent.usage import Usage
 from bot.errors import BotError, SandboxError
-from bot.sessions.events import SessionEvent, ThreadView
+from bot.sessions.events import RunView, SessionEvent
 from bot.sessions.session import Session
 from bot.store.base import Store, ToolCallRecord
 
@@ -43,10 +42,10 @@ def failure(exc: Exception) -> RunFailed:
 
 
 async def ask_watching_sandbox(
-    session: Session, question: str, reporter: ThreadView, budget_usd: float
+    session: Session, question: str, view: RunView, budget_usd: float
 ) -> RunFinished | RunFailed:
     """Run the question while the sandbox boots; if the sandbox fails, raise that instead."""
-    ask = asyncio.create_task(session.ask(question, reporter, budget_usd))
+    ask = asyncio.create_task(session.ask(question, view, budget_usd))
     ready = asyncio.create_task(session.sandbox())
     try:
         await asyncio.wait([ask, ready], return_when=asyncio.FIRST_COMPLETED)
@@ -62,16 +61,15 @@ async def ask_watching_sandbox(
             ready.exception()  # seen here; the run reports it, or the tools did
 
 
-class Audit:
+class RecordingView:
     """Records each model turn's usage and each tool call, then passes every event on to
     the thread's view."""
 
     def __init__(
-        self, store: Store, key: str, run_id: str, view: ThreadView, token: int | None = None
+        self, store: Store, key: str, run_id: str, view: RunView, token: int | None = None
     ) -> None:
         self._store, self._key, self._run_id, self._view = store, key, run_id, view
         self._token = token  # the thread's fencing token: a stale one stops the run here
-        self._started: dict[str, ToolCallStarted] = {}
 
     async def __call__(self, event: SessionEvent) -> None:
         await self._record(event)
@@ -84,12 +82,8 @@ class Audit:
                     self._key, self._run_id, event.usage.to_dict(), event.cost_usd,
                     time.time(), token=self._token, window_tokens=event.window,
                 )  # fmt: skip
-            case ToolCallStarted():
-                self._started[event.call_id] = event
             case ToolCallFinished():
-                started = self._started.pop(event.call_id, None)
                 await self._store.add_tool_call(self._key, ToolCallRecord(
-                    self._run_id, event.call_id, event.tool,
-                    started.language if started else None, started.code if started else "",
+                    self._run_id, event.call_id, event.tool, event.language, event.code,
                     event.status, event.exit_code, event.duration_s, event.excerpt, time.time(),
                 ), token=self._token)  # fmt: skip

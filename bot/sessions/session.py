@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.agent.events import Reporter, RunFailed, RunFinished
+from bot.agent.events import RunFailed, RunFinished, RunView
 from bot.agent.loop import Agent
 from bot.agent.prompt import DataFile, session_context
 from bot.agent.tools import SandboxGetter
@@ -79,7 +79,7 @@ class Session:
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
         self._background: asyncio.Task[None] | None = None
-        self._reporter: Reporter | None = None  # the run's, while one goes
+        self._reporter: RunView | None = None  # the run's, while one goes
 
     @property
     def files(self) -> list[DataFile]:
@@ -197,16 +197,16 @@ class Session:
         return Intake(prepared.name, data, opener, spooled.sha256)
 
     async def ask(
-        self, question: str, reporter: Reporter, budget_usd: float | None = None
+        self, question: str, view: RunView, budget_usd: float | None = None
     ) -> RunFinished | RunFailed:
         async with self._turn_lock:
             self.start()
             await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
-            self._reporter = reporter
+            self._reporter = view
             try:
-                return await self.agent.run(question, context, reporter, budget_usd, notes=notes)
+                return await self.agent.run(question, context, view, budget_usd, notes=notes)
             finally:
                 self._reporter = None
 

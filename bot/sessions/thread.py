@@ -12,7 +12,7 @@ RunResult = RunFinished | RunFailed | None  # None: stopped, interrupted or neve
 
 
 @dataclass
-class Thread:
+class ThreadState:
     session: Session
     last_activity: float
     waiters: dict[int, asyncio.Future[RunResult]] = field(default_factory=dict)

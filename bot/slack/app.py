@@ -20,11 +20,9 @@ from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.compose import Runtime, build_coordinator, build_store
-from bot.coord import Coordinator
 from bot.errors import ConfigError
 from bot.monitoring import Health, Metrics, MonitoringServer, SlackErrors, metered
 from bot.sandbox.base import SandboxProvider
-from bot.sessions.engine import Engine
 from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
@@ -187,15 +185,6 @@ async def first_set(*events: asyncio.Event) -> None:
             wait.cancel()
 
 
-def share_background_work(engine: Engine, coord: Coordinator) -> None:
-    """A thread this process does not hold is reaped only once claimed, then let go."""
-
-    async def claim(key: str) -> bool:
-        return (await coord.claim(key))[1]
-
-    engine.lifecycle.claim, engine.lifecycle.release = claim, coord.release
-
-
 async def serve(
     settings: Settings, stop: asyncio.Event, provider: SandboxProvider | None = None
 ) -> None:
@@ -227,12 +216,12 @@ async def serve(
     agent = AgentThreads(poster) if settings.slack_ui == "agent" else None
     shown = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
     view_for = metrics.observe(shown)  # every event counted on its way to the thread
-    engine = runtime.engine(store, view_for, lambda source: lambda: files.stream(source))
+    coord = build_coordinator(settings)
+    opener = lambda source: lambda: files.stream(source)  # noqa: E731
+    engine = runtime.engine(store, view_for, opener, coord=coord)
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
-    coord = build_coordinator(settings)
     bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
-    share_background_work(engine, coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)
@@ -246,19 +235,19 @@ async def serve(
         await coord.open(bot.on_routed)
         # Alone, every run in flight was cut by this process's last stop; with replicas, only
         # those whose replica died, which another replica may be taking over right now.
-        interrupted = [] if settings.redis_url else await engine.lifecycle.restore()
+        interrupted = [] if settings.redis_url else await engine.restore()
         if settings.redis_url:
             takeover = asyncio.create_task(take_over_forever(store, coord, engine.adopt))
         if settings.orphan_cleanup:
             sweeper.start()
-        engine.lifecycle.start_reaper()
+        engine.start_reaper()
         await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
         log.info(
             "Connected to Slack (Socket Mode); sandboxes: %s; replica %s",
             settings.backend,
             coord.replica,
         )
-        await engine.lifecycle.tell_interrupted(interrupted)
+        await engine.tell_interrupted(interrupted)
         await first_set(stop, link.off)
         log.info("Shutting down")
     finally:

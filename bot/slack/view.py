@@ -22,10 +22,10 @@ from bot.sessions.events import (
     RunInterrupted,
     RunStarted,
     RunStopped,
+    RunView,
     SandboxSuspended,
     SandboxWaiting,
     SessionEvent,
-    ThreadView,
     ViewFor,
 )
 from bot.slack import render
@@ -122,7 +122,7 @@ def views(
     `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
     message, thread status), else the classic messages; `asker`: whom a stream is for."""
 
-    def view_for(key: str) -> ThreadView:
+    def view_for(key: str) -> RunView:
         ref = ThreadRef.parse(key)
         return SlackView(poster, ref, continue_usd, agent, asker) if ref else ignore
 

@@ -25,7 +25,7 @@ from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
 from bot.settings import load_settings
-from bot.terminal.render import TerminalReporter
+from bot.terminal.render import TerminalView
 
 CHUNK = 1 << 20
 KEY_PREFIX = "terminal:"
@@ -48,7 +48,7 @@ async def ask(args: argparse.Namespace) -> int:
     store = build_store(settings)
     await store.open()
     runtime = Runtime.from_settings(settings)
-    engine = runtime.engine(store, lambda _key: TerminalReporter(save_to=args.out), local_file)
+    engine = runtime.engine(store, lambda _key: TerminalView(save_to=args.out), local_file)
     key = session_key(name)
     try:
         return await _converse(engine, key, name, args, repo)

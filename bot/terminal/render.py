@@ -34,7 +34,7 @@ WAITING = "All {limit} sandboxes this bot may run at once are in use; waiting fo
 MARKS = {"ok": "✓", "running": "…"}
 
 
-class TerminalReporter:
+class TerminalView:
     """`save_to`: where report.md and out/ go after each run (None: nowhere)."""
 
     def __init__(
