@@ -21,7 +21,7 @@ from bench import sandbox_root
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.local import LocalProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -29,7 +29,7 @@ SERVE = """
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 async def main():
     async with FakeBuddy(Path({root!r}), boot_delay_s=0.05) as fake:

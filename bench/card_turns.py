@@ -20,7 +20,7 @@ from typing import Any
 from bench import sandbox_root
 from bot.agent.events import RunFinished, discard
 from bot.compose import Runtime
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, file_chunks, settings_for
 
 CSV = "/buddy/work/uploads/population_2000_2010_2020.csv"

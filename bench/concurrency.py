@@ -70,7 +70,7 @@ from bot.sandbox.base import (
 )
 from bot.settings import Settings
 from bot.slack.app import serve
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import NO_TIERS, fake_world
 
 MODEL_S = 1.0  # each model turn

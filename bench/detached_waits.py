@@ -23,8 +23,8 @@ from typing import Any
 from bench import sandbox_root
 from bot.agent.events import RunFinished, discard
 from bot.compose import Runtime
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.buddy import FakeBuddy
 from tests.support import buddy_settings, settings_for
 
 SCALE = 10

@@ -14,7 +14,7 @@ import asyncio
 
 from bench import sandbox_root
 from bot.agent.events import ContextTrimmed
-from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic
 from tests.long_thread import Analyst, question, recall
 from tests.support import Recorder, runtime_for
 

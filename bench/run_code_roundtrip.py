@@ -17,7 +17,7 @@ from bench import sandbox_root
 from bench.servers import served
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import buddy_settings, runtime_for
 
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.buddy import FakeBuddy
 
 
 @contextlib.asynccontextmanager

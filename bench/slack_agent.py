@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench import percentile, sandbox_root
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, Harness, running_bot
 from tests.support import POPULATION_CSV

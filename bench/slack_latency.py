@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from bench import percentile, sandbox_root
-from tests.fakes.anthropic_api import Reply, text
+from tests.fakes.anthropic import Reply, text
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, NO_TIERS, running_bot
 from tests.support import POPULATION_CSV

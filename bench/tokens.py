@@ -18,7 +18,7 @@ from bench import sandbox_root
 from bot.agent.events import Event, ModelTurn
 from bot.agent.pricing import price_table
 from bot.agent.usage import Usage
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
 from tests.support import POPULATION_CSV, file_chunks, runtime_for
 

@@ -7,8 +7,8 @@ from typing import Any
 import aiohttp
 import anthropic
 
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
-from tests.fakes.anthropic_context import COMPACT_BETA, CONTEXT_BETA
+from tests.fakes.anthropic import FakeAnthropic, Reply, text
+from tests.fakes.anthropic.context import COMPACT_BETA, CONTEXT_BETA
 
 MODEL = "claude-sonnet-5-5"
 QUIET = "claude-sonnet-4-6"  # does not think unless asked: histories can be written by hand

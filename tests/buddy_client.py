@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 TOKEN = "buddy-test-token"
 CREATE = "/sandboxes?project_name=analytics"

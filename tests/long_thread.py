@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.agent import compact
-from tests.fakes.anthropic_api import ModelRequest, Reply, http_error, text, tool_use
-from tests.fakes.anthropic_blocks import as_blocks
+from tests.fakes.anthropic import ModelRequest, Reply, http_error, text, tool_use
+from tests.fakes.anthropic.blocks import as_blocks
 
 ANSWER = re.compile(r"A(\d+): the total is ([\d,]+)\.")
 RECALL = re.compile(r"what was the total at question (\d+)\?")

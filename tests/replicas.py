@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bot.store.redis_store import RedisStore
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.redis_server import RedisServer, redis_server
 from tests.slack_harness import Harness, fake_world
 from tests.support import settings_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, ToolResult, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, ToolResult, text, tool_use
 
 UPLOADED = "/buddy/work/uploads/population_2000_2010_2020.csv"
 

@@ -14,7 +14,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -15,9 +15,9 @@ import pytest
 
 from bot.settings import Settings
 from bot.slack.app import serve
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.buddy_api import FakeBuddy
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.buddy import FakeBuddy
+from tests.fakes.slack import FakeSlack
 from tests.support import buddy_settings, settings_for
 
 CHANNEL = "C0CHAN001"

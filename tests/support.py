@@ -16,8 +16,8 @@ from pydantic import SecretStr
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.compose import Runtime
 from bot.settings import Settings
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.buddy import FakeBuddy
 
 DATA = Path(__file__).parent / "data"
 POPULATION_CSV = DATA / "population_2000_2010_2020.csv"

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.agent.events import RunFailed, RunFinished
 from bot.settings import DEFAULT_MODEL
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     FakeAnthropic,
     ModelRequest,
     Reply,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from bot.agent.compact import SYSTEM as SUMMARY_SYSTEM
 from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, http_error, text
-from tests.fakes.anthropic_cache import total_input_tokens
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, http_error, text
+from tests.fakes.anthropic.cache import total_input_tokens
 from tests.support import Recorder
 from tests.test_agent_loop import run_python, session_with
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.agent.events import RunFailed, RunFinished, TextEmitted
 from bot.sessions.session import Session
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     MAX_REQUEST_BYTES,
     FakeAnthropic,
     Reply,

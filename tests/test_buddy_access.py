@@ -13,8 +13,8 @@ import pytest
 from bot.errors import SandboxConfigError, SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
-from tests.fakes.buddy_access import READ, WORKSPACE, WRITE, RateLimit
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
+from tests.fakes.buddy.access import READ, WORKSPACE, WRITE, RateLimit
 
 
 @contextlib.asynccontextmanager

@@ -27,7 +27,7 @@ from bot.sandbox.buddy import BuddyConfig, BuddyProvider, BuddySandbox
 from bot.sandbox.buddy.errors import GONE_MESSAGE, OutcomeUnknown
 from bot.sandbox.buddy.scripts import first_boot_script
 from tests.buddy_client import make_repo
-from tests.fakes.buddy_api import FakeBuddy, RecordedRequest
+from tests.fakes.buddy import FakeBuddy, RecordedRequest
 
 TOKEN = "buddy-test-token"
 SANDBOXES = "/workspaces/acme/sandboxes"

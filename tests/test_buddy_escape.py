@@ -18,8 +18,8 @@ import pytest
 
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy.sandbox import BuddySandbox
-from tests.fakes.buddy_api import FakeBuddy
-from tests.fakes.buddy_vm import PATH, VmShell
+from tests.fakes.buddy import FakeBuddy
+from tests.fakes.buddy.vm import PATH, VmShell
 from tests.test_buddy_network import listening, provider_for
 
 HOME = "/home/buddy"

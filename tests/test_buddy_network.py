@@ -14,7 +14,7 @@ import httpx
 
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 TOKEN = "buddy-test-token"
 PROBE = (

@@ -13,7 +13,7 @@ import pytest
 
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 SLOW_BOOT_S = 3.0
 

@@ -13,7 +13,7 @@ import pytest
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyProvider, BuddySandbox
 from tests.buddy_client import client_for, provider_for, wait_status
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 RESTORE_S = 0.5  # long enough for a call to land in it; waited for, never slept
 

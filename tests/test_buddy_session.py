@@ -8,8 +8,8 @@ from pathlib import Path
 from bot.agent.events import RunFinished, discard
 from bot.sandbox.base import SandboxSpec
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.buddy import FakeBuddy
 from tests.support import Recorder, buddy_settings, file_chunks, runtime_for
 
 

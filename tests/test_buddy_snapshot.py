@@ -12,7 +12,7 @@ import pytest
 from bot.errors import SandboxConfigError
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 TOKEN = "buddy-test-token"
 

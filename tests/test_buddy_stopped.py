@@ -15,8 +15,8 @@ from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyProvider, BuddySandbox
 from bot.sessions.notes import STOPPED
 from tests.buddy_client import provider_for
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.fakes.buddy import FakeBuddy
 from tests.support import POPULATION_CSV, Recorder, buddy_settings, file_chunks, runtime_for
 
 IDLE_S = 0.5

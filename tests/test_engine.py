@@ -20,7 +20,7 @@ from bot.sessions.events import (
     SessionEvent,
 )
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, file_chunks, settings_for
 
 KEY = "T1:C1:100.1"

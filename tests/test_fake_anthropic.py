@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 
 from tests.anthropic_support import MODEL, RUN_CODE, USER_HI, say, visible
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     FakeAnthropic,
     ModelRequest,
     Reply,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.anthropic_support import LONG_SYSTEM, MODEL, RUN_CODE, USER_HI, say
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 
 
 async def test_cached_system_prompt_is_written_then_read() -> None:

@@ -9,10 +9,10 @@ import anthropic
 import pytest
 
 from tests.anthropic_support import MODEL, beta_stream, dumped, say
-from tests.fakes.anthropic_api import FakeAnthropic, text
-from tests.fakes.anthropic_cache import total_input_tokens
-from tests.fakes.anthropic_compaction import digest
-from tests.fakes.anthropic_context import COMPACT_BETA, CONTEXT_BETA
+from tests.fakes.anthropic import FakeAnthropic, text
+from tests.fakes.anthropic.cache import total_input_tokens
+from tests.fakes.anthropic.compaction import digest
+from tests.fakes.anthropic.context import COMPACT_BETA, CONTEXT_BETA
 
 BIG = "y" * 212_000  # about 53,000 tokens as one text block: past the 50,000 minimum trigger
 Messages = list[dict[str, Any]]

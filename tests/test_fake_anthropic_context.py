@@ -10,10 +10,10 @@ import anthropic
 import pytest
 
 from tests.anthropic_support import MODEL, QUIET, USER_HI, beta_stream, plain_stream, say
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, thinking, tool_use
-from tests.fakes.anthropic_cache import total_input_tokens
-from tests.fakes.anthropic_clearing import PLACEHOLDER
-from tests.fakes.anthropic_context import COMPACT_BETA, CONTEXT_BETA
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, thinking, tool_use
+from tests.fakes.anthropic.cache import total_input_tokens
+from tests.fakes.anthropic.clearing import PLACEHOLDER
+from tests.fakes.anthropic.context import COMPACT_BETA, CONTEXT_BETA
 
 CLEAR = {"type": "clear_tool_uses_20250919"}
 LATEST = "in the latest assistant message cannot be modified"

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from tests.anthropic_support import MODEL, USER_HI, raw_post, say
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     FakeAnthropic,
     HttpError,
     ModelRequest,

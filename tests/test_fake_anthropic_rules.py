@@ -11,7 +11,7 @@ import pytest
 from bot.agent.pricing import price_table
 from bot.settings import DEFAULT_MODEL
 from tests.anthropic_support import MODEL, RUN_CODE, USER_HI, raw_post, say
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     KNOWN_MODELS,
     MAX_REQUEST_BYTES,
     FakeAnthropic,

@@ -9,7 +9,7 @@ import anthropic
 import pytest
 
 from tests.anthropic_support import MODEL, USER_HI
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     FakeAnthropic,
     ModelRequest,
     Reply,

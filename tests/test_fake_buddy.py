@@ -29,7 +29,7 @@ from tests.buddy_client import (
     wait_command,
     wait_ready,
 )
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 
 @pytest.fixture

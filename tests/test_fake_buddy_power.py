@@ -23,7 +23,7 @@ from tests.buddy_client import (
     wait_ready,
     wait_status,
 )
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 IDLE_S = 0.6
 SLEEPER = b"sleep\x00271.828\x00"  # a command line no other test runs

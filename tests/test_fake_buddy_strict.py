@@ -24,8 +24,8 @@ from tests.buddy_client import (
     wait_ready,
     wait_status,
 )
-from tests.fakes.buddy_access import RateLimit
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
+from tests.fakes.buddy.access import RateLimit
 
 
 @pytest.fixture

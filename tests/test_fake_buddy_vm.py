@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.buddy_client import BOOT_S, client_for, message, running, wait_ready, wait_status
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 
 RESTORE_S = 0.5  # long enough to be seen, polled for rather than slept through
 
@@ -43,7 +43,7 @@ async def sh(api: httpx.AsyncClient, sid: str, command: str) -> dict[str, Any]:
 
 def test_the_fake_loads_none_of_the_bots_sandbox_code() -> None:
     probe = (
-        "import sys, tests.fakes.buddy_api\n"
+        "import sys, tests.fakes.buddy.api\n"
         "print(sorted(m for m in sys.modules if m == 'bot' or m.startswith('bot.')))"
     )
     root = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import DEFAULT_SCOPES, FakeSlack
+from tests.fakes.slack import DEFAULT_SCOPES, FakeSlack
 from tests.slack_clients import CONNECT_TIMEOUT_S, api_error, socket_mode
 
 CHANNEL = "C0CHAN001"

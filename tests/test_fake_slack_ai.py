@@ -9,7 +9,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 
 CHANNEL = "C0CHAN001"
 TEAM = "T0FAKE001"

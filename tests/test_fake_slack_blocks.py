@@ -1,4 +1,4 @@
-"""The fake Slack's Block Kit checks (slack_kit.py), through the real slack_sdk client: each
+"""The fake Slack's Block Kit checks (fakes/slack/kit.py), through the real slack_sdk client: each
 rule Slack keeps is refused as Slack refuses it, and the bot's own blocks pass them all."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.agent.usage import Usage
 from bot.slack import render
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_kit import block_problems
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack.kit import block_problems
 
 CHANNEL = "C0CHAN001"
 pytestmark = pytest.mark.usefixtures("no_proxy")

@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import WSMsgType
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 from tests.slack_clients import CONNECT_TIMEOUT_S, socket_mode
 
 HUMAN = "U0HUMAN01"

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 from tests.slack_clients import CONNECT_TIMEOUT_S, api_error, socket_mode
 
 CHANNEL, ELSEWHERE, DM = "C0CHAN001", "C0ELSE001", "D0DM00001"

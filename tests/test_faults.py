@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.anthropic_api import (
+from tests.fakes.anthropic import (
     ModelRequest,
     Reply,
     drop_connection,

@@ -20,7 +20,7 @@ from bot.sessions.events import RunStarted
 from bot.store.redis_keys import Keys
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.replicas import Replicas, answers, replicas, script
 from tests.slack_harness import CHANNEL
 from tests.support import Recorder, file_chunks, settings_for

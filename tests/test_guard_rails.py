@@ -8,8 +8,8 @@ import re
 import time
 from pathlib import Path
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.fakes.slack_api import DEFAULT_SCOPES
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
+from tests.fakes.slack import DEFAULT_SCOPES
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
 EXPENSIVE = {"output_tokens": 100_000}  # $1.00 a turn at Sonnet's $10 per million

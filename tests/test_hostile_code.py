@@ -12,7 +12,7 @@ import pytest
 from bot.agent.events import RunFinished
 from bot.compose import Runtime
 from bot.sandbox.local import LocalProvider
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, settings_for
 
 SECRET = "sk-ant-test-secret"

@@ -20,7 +20,7 @@ from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups
 from bot.sandbox.local.quota import used_bytes
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.leftovers import survivors
 from tests.support import Recorder, settings_for
 from tests.test_sandbox_isolation import eventually

@@ -10,7 +10,7 @@ from typing import Any
 from bot.agent.events import RunFinished
 from bot.compose import Runtime
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, settings_for
 
 KEY = "T1:C1:400.1"

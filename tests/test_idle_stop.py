@@ -15,7 +15,7 @@ from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended
 from bot.sessions.notes import STOPPED
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.support import Recorder, file_chunks, runtime_on
 
 KEY = "T1:C1:200.1"

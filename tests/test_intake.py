@@ -16,7 +16,7 @@ from bot.errors import BotError
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.session import Session
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from tests.fakes.anthropic import FakeAnthropic, Reply, text
 from tests.support import POPULATION_CSV, runtime_on
 from tests.test_datacard_formats import WORKBOOK, _zip, parquet_bytes, two_sheet_workbook
 

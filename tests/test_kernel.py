@@ -16,7 +16,7 @@ from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxProvider, Sand
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.buddy import FakeBuddy
 from tests.support import matplotlib_in_sandbox
 
 GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)

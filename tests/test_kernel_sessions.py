@@ -15,7 +15,7 @@ from bot.agent.events import RunFinished, ToolCallStarted
 from bot.sessions.engine import Engine
 from bot.sessions.events import RunStarted
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, running_bot
 from tests.support import file_chunks, matplotlib_in_sandbox, runtime_on
 from tests.test_engine import KEY, Views

@@ -19,7 +19,7 @@ from bot.sessions.session import Session
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from tests.fakes.anthropic import FakeAnthropic, Reply, text
 from tests.long_thread import Analyst, current_question, figure, question, recall
 from tests.redis_server import redis_server
 from tests.support import Recorder, file_chunks, runtime_for, settings_for

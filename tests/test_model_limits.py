@@ -13,7 +13,7 @@ import pytest
 
 from bot.agent.events import ModelTurn, RunFinished
 from bot.agent.models import DEFAULT, Limits, ModelLimits, fetch_limits
-from tests.fakes.anthropic_api import FakeAnthropic, ModelRequest, Reply, text
+from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text
 from tests.redis_server import free_port
 from tests.support import Recorder
 from tests.test_agent_loop import session_with

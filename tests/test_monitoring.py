@@ -17,7 +17,7 @@ from bot.agent.pricing import response_cost
 from bot.agent.usage import Usage
 from bot.errors import ConfigError
 from bot.slack.app import serve
-from tests.fakes.anthropic_api import ModelRequest, Reply, http_error, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, http_error, text, tool_use
 from tests.redis_server import free_port
 from tests.slack_harness import CHANNEL, fake_world, running_bot
 

@@ -12,8 +12,8 @@ import pytest
 from bot.agent.events import RunFinished
 from bot.cli import main
 from bot.sessions.session import save_outputs
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
-from tests.fakes.buddy_api import FakeBuddy
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.buddy import FakeBuddy
 from tests.scripts import population_analyst
 from tests.support import (
     POPULATION_CSV,

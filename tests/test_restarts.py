@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
 from tests.support import POPULATION_CSV, settings_env
 

@@ -20,7 +20,7 @@ from bot.sessions.engine import Engine
 from bot.sessions.events import OutputsReady, RunStarted, SessionEvent
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.redis_server import RedisServer, redis_server
 from tests.support import Recorder, file_chunks, settings_for
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.agent.events import RunFinished
 from bot.sessions.notes import STOPPED
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, Recorder, file_chunks, runtime_on
 
 UPLOADED = "/buddy/work/uploads/population_2000_2010_2020.csv"

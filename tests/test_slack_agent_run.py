@@ -17,7 +17,7 @@ from bot.slack.agent_view import AgentRun
 from bot.slack.poster import SlackPoster
 from bot.slack.threads import ThreadRef
 from bot.slack.view import SlackView
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 
 CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"
 STEP = ToolCallStarted("toolu_1", "run_code", "python", "print(1)")

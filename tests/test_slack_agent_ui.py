@@ -14,7 +14,7 @@ from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
 
 from bot.slack.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, REAL_TIERS, running_bot
 from tests.test_slack_e2e import mention_with_csv

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.slack.policy import Policy
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world, running_bot
 from tests.test_guard_rails import echo, spender, stops
 from tests.test_slack_agent_ui import feedback_on

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.fakes.anthropic_api import Reply, http_error, text, tool_use
+from tests.fakes.anthropic import Reply, http_error, text, tool_use
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, REAL_TIERS, running_bot
 from tests.support import POPULATION_CSV

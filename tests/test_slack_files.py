@@ -11,7 +11,7 @@ from aiohttp import web
 
 from bot.slack.files import FileUnreadable, SlackFiles
 from tests.fakes.loopback import serve
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 
 CSV = b"a,b\n1,2\n"
 

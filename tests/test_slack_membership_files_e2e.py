@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, running_bot
 from tests.support import POPULATION_CSV
 

@@ -13,9 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.scrub import REDACTED, Scrubber
 from bot.slack.markdown_split import PIECE_MAX
 from bot.slack.outgoing import Outgoing
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_outgoing import broadcasts
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack.outgoing import broadcasts
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
 CROWD = "<!channel> <!here|here> <!everyone> <!subteam^S0TEAM1|@data-team> @here @channel"

@@ -12,7 +12,7 @@ import pytest
 
 from bot.slack.app import LINK_DISABLED, serve
 from bot.slack.startup import SlackSetupError
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, fake_world, running_bot
 from tests.support import POPULATION_CSV
 

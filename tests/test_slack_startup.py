@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack import FakeSlack
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT_TOKEN, APP_TOKEN = "xoxb-test-token", "xapp-1-A0FAKE001-1-test"

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from bot.sessions.notes import STOPPED
-from tests.fakes.anthropic_api import ModelRequest, Reply, text, tool_use
-from tests.fakes.buddy_api import RecordedRequest
-from tests.fakes.buddy_state import FakeSandbox
+from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
+from tests.fakes.buddy import RecordedRequest
+from tests.fakes.buddy.state import FakeSandbox
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
 IDLE_S = 1.0

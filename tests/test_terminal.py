@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "sleep 61.234"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.cli import main
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text, tool_use
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, model_in_thread
 
 UPLOAD = "/buddy/work/uploads/population_2000_2010_2020.csv"
