@@ -6,13 +6,17 @@ from __future__ import annotations
 import gzip
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from bot.datacard import CardError
 from bot.datacard.detect import HEAD_BYTES, TAIL_BYTES, detect
 from bot.datacard.kinds import KINDS, claimed, kind, takes, unpacked_name
+from bot.errors import BotError
 from bot.sessions.intake import prepare
+from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from tests.support import runtime_on
 from tests.test_datacard_formats import parquet_bytes, two_sheet_workbook
 
 CSV = b"country,year,pop\nChad,2010,16000000\nPeru,2020,33000000\n"
@@ -129,3 +133,20 @@ async def test_a_workbook_without_its_extension_is_spooled_as_one() -> None:
     prepared = await prepare("report", chunks_of(data))
     assert (prepared.name, prepared.kind, prepared.spooled) == ("report", "xlsx", True)
     assert await read_all(prepared.chunks) == data
+
+
+async def test_a_refused_file_makes_no_sandbox(sandbox_root: Path) -> None:
+    """Its first bytes refuse it before a (billed) sandbox is asked for."""
+    async with (
+        FakeAnthropic(lambda req: Reply([text("ok")])) as model,
+        runtime_on("local", model.base_url, sandbox_root) as runtime,
+    ):
+        session = runtime.sessions.new("refused")
+        try:
+            png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+            with pytest.raises(BotError, match="a PNG image"):
+                await session.add_file("chart.csv", lambda: chunks_of(png))
+            made = await session.sandbox_if_ready()  # waits for one, were it started
+        finally:
+            await session.close()
+    assert made is None
