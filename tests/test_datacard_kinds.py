@@ -82,7 +82,7 @@ def test_the_table_has_one_row_per_kind_with_its_extensions() -> None:
     assert [claimed(f"x{k.extensions[0].upper()}") for k in KINDS] == list(KINDS)
     assert claimed("export") is None
     assert {k.name for k in KINDS if k.intake == "spool"} == {"xlsx", "parquet"}
-    assert [k.name for k in KINDS if not k.carded] == ["gzip"]
+    assert [k.name for k in KINDS if k.intake == "unpack"] == ["gzip"]
     assert kind("xlsx").label in takes() and kind("gzip").label not in takes().split(", ")
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# stream: carded on its way into the sandbox; spool: checked and carded whole first (its
-# directory or footer is at the end); unpack: gunzip'ed on the way, then told again.
+# How a kind is taken in and carded. stream: carded on its way into the sandbox; spool:
+# checked and carded whole first (its directory or footer is at the end); unpack:
+# gunzip'ed on the way, then told again (one layer, of a streamed kind).
 Intake = Literal["stream", "spool", "unpack"]
 
 
@@ -22,12 +23,7 @@ class Kind:
     label: str  # what people are told
     extensions: tuple[str, ...]  # the canonical one first; lower case, with the dot
     magic: tuple[bytes, ...] = ()  # how its bytes start; none: text, told by its content
-    intake: Intake = "stream"
-
-    @property
-    def carded(self) -> bool:
-        """Whether the file itself gets a data card (a gzip's card is its content's)."""
-        return self.intake != "unpack"
+    intake: Intake = "stream"  # a gzip's card is its content's
 
 
 KINDS = (
