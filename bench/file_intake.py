@@ -48,7 +48,7 @@ from bench.servers import served
 from bot.compose import Runtime
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.files import checked
-from bot.slack.files import SlackFiles, data_kind
+from bot.slack.files import SlackFiles
 from tests.fakes.loopback import serve
 from tests.support import buddy_settings, settings_for
 
@@ -184,14 +184,14 @@ async def one_case(case: dict[str, Any]) -> dict[str, float]:
     http = aiohttp.ClientSession()  # as bot.slack.app makes it
     files = SlackFiles(BOT_TOKEN, settings.slack_api_url, http)
     file, name = case["file"], case["file"]["name"]
-    kind, limit = data_kind(file) or "CSV", settings.max_file_bytes
+    limit = settings.max_file_bytes
     try:
         session = runtime.sessions.new(f"bench-intake-{case['mode']}")
         sandbox = await session.sandbox()
         rss0 = reset_high_water()
         wall, cpu = time.perf_counter(), time.process_time()
         if case["mode"] == "intake":
-            opener = lambda f=file: checked(files.stream(f), name, kind, limit)  # noqa: E731
+            opener = lambda f=file: checked(files.stream(f), name, limit)  # noqa: E731
             intake = await session.add_file(name, opener)
             spooled, spool_cpu = time.perf_counter(), time.process_time()
             await session.sandbox()  # waits for the upload from the spool

@@ -13,6 +13,7 @@ from typing import Protocol
 from bot.datacard.card import DataCard
 from bot.datacard.csvprof import LINE_CAP, SNIFF, CsvEngine
 from bot.datacard.jsonprof import JsonEngine, JsonLinesEngine
+from bot.datacard.kinds import guess_kind
 
 BLOCK = 1 << 20
 Pieces = list[bytes | memoryview]
@@ -113,14 +114,3 @@ class Profiler:
         if kind == "jsonl":
             return JsonLinesEngine(self._encoding)
         return CsvEngine(head, self.name, self._encoding, whole, tsv=kind == "tsv")
-
-
-def guess_kind(head: bytes, name: str = "") -> str:
-    """json, jsonl, tsv or csv from the first bytes (and the name's extension for TSV)."""
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"["):
-        return "json"
-    if text.startswith(b"{"):
-        first, _, rest = text.partition(b"\n")
-        return "jsonl" if first.rstrip().endswith(b"}") and rest.lstrip()[:1] == b"{" else "json"
-    return "tsv" if name.lower().endswith(".tsv") else "csv"

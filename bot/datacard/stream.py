@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from bot.datacard.card import DataCard
 from bot.datacard.errors import CardError
+from bot.datacard.kinds import unpacked_name
 from bot.datacard.profiler import Profiler
 
 BATCH = 1 << 20  # bytes handed to a worker thread at a time
@@ -110,6 +111,8 @@ async def gunzip(
 class _Gunzip:
     def __init__(self, name: str, max_ratio: int, max_bytes: int) -> None:
         self.name, self.max_ratio, self.max_bytes = name, max_ratio, max_bytes
+        # A name that hides the gzip is told so: the person may not know it is packed.
+        self.it = "it" if unpacked_name(name) != name else "it is gzip-compressed and"
         self.unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self.packed = self.unpacked = 0
         self.trailing = False  # bytes after the last member that are not gzip: ignored
@@ -145,10 +148,10 @@ class _Gunzip:
     def _check(self) -> None:
         if self.unpacked > self.max_bytes:
             limit = self.max_bytes / 2**30
-            raise CardError(f"Skipped {self.name}: it unpacks to more than {limit:g} GB.")
+            raise CardError(f"Skipped {self.name}: {self.it} unpacks to more than {limit:g} GB.")
         if self.unpacked > self.max_ratio * self.packed + GZIP_SLACK:
             raise CardError(
-                f"Skipped {self.name}: it expands more than {self.max_ratio} times when "
+                f"Skipped {self.name}: {self.it} expands more than {self.max_ratio} times when "
                 "unpacked, which is what a gzip bomb does."
             )
 

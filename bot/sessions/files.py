@@ -130,57 +130,15 @@ async def read_spool(spooled: Spooled, chunk_size: int = 1 << 20) -> AsyncIterat
 
 
 class FileRejected(BotError):
-    """A file that is not the data it claims to be, or too big; the message says why."""
+    """A file refused before it is taken in (too big, too many); the message says why.
+    What kind it is, its bytes tell later (`intake.prepare`)."""
 
 
-SNIFF_BYTES = 8192
-MAGIC = {
-    b"\x1f\x8b": "gzip-compressed",
-    b"PK\x03\x04": "a zip archive",
-    b"\xfd7zXZ": "xz-compressed",
-    b"BZh": "bzip2-compressed",
-    b"7z\xbc\xaf": "a 7-zip archive",
-    b"%PDF": "a PDF",
-    b"\x89PNG": "a PNG image",
-    b"\xff\xd8\xff": "a JPEG image",
-}
-
-
-BINARY_KINDS = {"Excel": b"PK\x03\x04", "Parquet": b"PAR1", "gzip": b"\x1f\x8b"}
-
-
-def sniff(head: bytes, kind: str) -> str | None:
-    """Why these first bytes are not `kind` data, or None if they may be. A binary kind
-    must start with its own signature; the intake checks the rest."""
-    if kind in BINARY_KINDS:
-        ok = head.startswith(BINARY_KINDS[kind])
-        return None if ok else f"it does not have the bytes of a {kind} file"
-    for magic, what in MAGIC.items():
-        if head.startswith(magic):
-            return f"it is {what}, not plain {kind}"
-    if b"\x00" in head:
-        return f"it is binary, not plain {kind}"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if text.startswith((b"<!doctype html", b"<html")):
-        return f"it is a web page, not {kind}"
-    if kind == "JSON" and text and text[:1] not in (b"{", b"["):
-        return "it does not start like JSON"
-    return None
-
-
-async def checked(
-    chunks: AsyncIterator[bytes], name: str, kind: str, max_bytes: int
-) -> AsyncIterator[bytes]:
-    """Pass a file through, refusing it when its content is not `kind` text or it is too big."""
-    size, head = 0, b""
+async def checked(chunks: AsyncIterator[bytes], name: str, max_bytes: int) -> AsyncIterator[bytes]:
+    """Pass a file through, refusing it once it is larger than `max_bytes`."""
+    size = 0
     async for chunk in chunks:
-        if len(head) < SNIFF_BYTES:
-            head += chunk[: SNIFF_BYTES - len(head)]
-            if len(head) >= SNIFF_BYTES and (why := sniff(head, kind)):
-                raise FileRejected(f"Skipped {name}: {why}.")
         size += len(chunk)
         if size > max_bytes:
             raise FileRejected(f"Skipped {name}: it is larger than {max_bytes >> 20} MB.")
         yield chunk
-    if len(head) < SNIFF_BYTES and (why := sniff(head, kind)):
-        raise FileRejected(f"Skipped {name}: {why}.")

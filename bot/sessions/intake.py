@@ -16,9 +16,8 @@ from pathlib import Path
 
 from bot.datacard import CardError, DataCard, card_parquet, card_xlsx, detect, gunzip
 from bot.datacard.detect import HEAD_BYTES
-
-TEXT_KINDS = ("csv", "tsv", "json", "jsonl")
-SPOOLED_KINDS = ("xlsx", "parquet")
+from bot.datacard.kinds import kind as kind_row
+from bot.datacard.kinds import unpacked_name
 
 
 @dataclass(frozen=True)
@@ -26,12 +25,12 @@ class Prepared:
     """A file ready to take in: the name it is saved under, its kind, and its bytes."""
 
     name: str
-    kind: str  # one of TEXT_KINDS or SPOOLED_KINDS
+    kind: str  # a kind of `kinds.KINDS` taken as it is: never gzip
     chunks: AsyncIterator[bytes]
 
     @property
     def spooled(self) -> bool:
-        return self.kind in SPOOLED_KINDS
+        return kind_row(self.kind).intake == "spool"
 
 
 async def prepare(name: str, chunks: AsyncIterator[bytes]) -> Prepared:
@@ -39,14 +38,16 @@ async def prepare(name: str, chunks: AsyncIterator[bytes]) -> Prepared:
     loses its `.gz`. Raises CardError (a BotError saying why) for anything else."""
     head, chunks = await peek(chunks, HEAD_BYTES)
     kind = detect(head, None, name)
-    if kind != "gzip":
+    if kind_row(kind).intake != "unpack":
         return Prepared(name, kind, chunks)
-    inner_name = name[:-3] if name.lower().endswith(".gz") else name
+    inner_name = unpacked_name(name)
     head, inner = await peek(gunzip(chunks, name), HEAD_BYTES)
-    inner_kind = detect(head, None, inner_name)
-    if inner_kind not in TEXT_KINDS:
-        raise CardError(f"Skipped {name}: it holds {inner_kind} data; send CSV or TSV in gzip.")
-    return Prepared(inner_name, inner_kind, inner)
+    inner_kind = kind_row(detect(head, None, inner_name))
+    if inner_kind.intake != "stream":  # one layer of gzip, of text
+        raise CardError(
+            f"Skipped {name}: it holds {inner_kind.label} data; send CSV or TSV in gzip."
+        )
+    return Prepared(inner_name, inner_kind.name, inner)
 
 
 async def card_spooled(kind: str, path: Path, name: str) -> list[DataCard]:

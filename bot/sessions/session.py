@@ -158,8 +158,8 @@ class Session:
         (checked and carded whole), it is spooled to local disk first, so the model can be
         told about it at once; it reaches the sandbox as soon as it can.
         """
-        self.start()
         prepared = await prepare(name, opener())
+        self.start()  # only for a file its bytes say is data: a photo makes no sandbox
         taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
         path = f"{UPLOADS_DIR}/{safe_name(prepared.name, taken)}"
         ready = self.sandbox_id is not None and not self._uploads and not prepared.spooled

@@ -1,4 +1,4 @@
-"""Files from Slack: which ones are data, and streaming them with the bot token.
+"""Files from Slack: streaming them with the bot token (their bytes tell their kind later).
 
 A download goes to Slack's own hosts only, over https: `slack.com`, `slack-edge.com`,
 `slack-files.com` and their subdomains, or the configured API URL's origin (scheme, host and
@@ -24,17 +24,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
 
-DATA_KINDS = {
-    "csv": "CSV",
-    "tsv": "TSV",
-    "json": "JSON",
-    "jsonl": "JSON",
-    "txt": "text",
-    "xlsx": "Excel",
-    "parquet": "Parquet",
-    "gz": "gzip",
-    "gzip": "gzip",  # Slack's filetype for .gz
-}
 MAX_REDIRECTS = 3
 SLACK_DOMAINS = ("slack.com", "slack-edge.com", "slack-files.com")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -44,15 +33,6 @@ CHUNK = 1 << 16
 
 class FileUnreadable(BotError):
     """A Slack file that could not be fetched; the message says why."""
-
-
-def data_kind(file: dict[str, Any]) -> str | None:
-    """The kind a data file claims to be by its name ('CSV', 'Excel', 'gzip', ...), None for
-    anything else. Its bytes must then agree (`sessions.files.checked`)."""
-    name = str(file.get("name") or "")
-    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    filetype = str(file.get("filetype") or "").lower()
-    return DATA_KINDS.get(extension) or DATA_KINDS.get(filetype)
 
 
 class SlackFiles:

@@ -23,7 +23,7 @@ from bot.sessions.run import error_ref
 from bot.slack import render
 from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
 from bot.slack.file_notes import file_note, intake_note, safe_display
-from bot.slack.files import SlackFiles, data_kind
+from bot.slack.files import SlackFiles
 from bot.slack.policy import Policy
 from bot.slack.poster import GONE, SlackPoster
 from bot.slack.routing import Router
@@ -311,12 +311,7 @@ class SlackBot:
         return file_note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
 
     async def _add_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
-        kind = data_kind(file)
-        if kind is None:
-            raise FileRejected(
-                f"Skipped {name}: I take CSV, TSV, JSON, TXT, Excel (.xlsx), Parquet and "
-                "gzip'ed CSV files."
-            )
+        # No refusal by name: the file's bytes tell its kind (`intake.prepare`).
         if await self.engine.file_count(ref.key) >= self.policy.max_files:
             raise FileRejected(
                 f"Skipped {name}: this thread already has {self.policy.max_files} files."
@@ -325,7 +320,7 @@ class SlackBot:
             limit = self.policy.max_file_bytes >> 20
             raise FileRejected(f"Skipped {name}: it is larger than {limit} MB.")
         limit = self.policy.max_file_bytes
-        opener = lambda f=file: checked(self.files.stream(f), name, kind, limit)  # noqa: E731
+        opener = lambda f=file: checked(self.files.stream(f), name, limit)  # noqa: E731
         return await self.engine.add_file(ref.key, str(file.get("name") or name), opener, file)
 
     async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
