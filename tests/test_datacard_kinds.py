@@ -15,7 +15,7 @@ from bot.datacard.detect import HEAD_BYTES, TAIL_BYTES, detect
 from bot.datacard.kinds import KINDS, claimed, kind, takes, unpacked_name
 from bot.errors import BotError
 from bot.sessions.intake import prepare
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, text
+from tests.fakes.anthropic.api import FakeAnthropic, Reply, text
 from tests.support import runtime_on
 from tests.test_datacard_formats import parquet_bytes, two_sheet_workbook
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from tests.fakes.anthropic_api import ModelRequest, Reply, text
+from tests.fakes.anthropic.api import ModelRequest, Reply, text
 from tests.slack_harness import CHANNEL, running_bot
 
 CSV = b"country,year\nChad,2010\nPeru,2020\n"
