@@ -67,7 +67,7 @@ class AgentRun:
             {"type": "blocks", "blocks": [render.stop_button(self._run_id)]},
         ]
         self._live = LiveMessage(
-            self._threads.poster,
+            self._threads.web,
             self._ref,
             self._user,
             opening,
@@ -160,9 +160,9 @@ class AgentRun:
         """The stream was refused after the status was not: the rest of the run in
         classic messages, after the notes on its files."""
         for note in self._notes:
-            await self._threads.poster.post(self._ref.channel, self._ref.ts, note)
+            await self._threads.web.post(self._ref.channel, self._ref.ts, note)
         self._classic = SlackProgress(
-            self._threads.poster, self._ref.channel, self._ref.ts, self._run_id
+            self._threads.web, self._ref.channel, self._ref.ts, self._run_id
         )
         await self._classic.begin()
 

@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
-
 from bot.agent.prompt import DataFile
 from bot.coord import Coordinator, LocalCoordinator
 from bot.datacard import for_slack
@@ -22,12 +20,13 @@ from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.sessions.run import error_ref
 from bot.slack import render
 from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
+from bot.slack.errors import SlackError, SlackGone
 from bot.slack.file_notes import file_note, intake_note, safe_display
 from bot.slack.files import SlackFiles, data_kind
 from bot.slack.policy import Policy
-from bot.slack.poster import GONE, SlackPoster
 from bot.slack.routing import Router
 from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
 from bot.store.base import Store, StoreError
 from bot.units import size_text
 
@@ -67,7 +66,7 @@ class SlackBot:
     def __init__(
         self,
         engine: Engine,
-        poster: SlackPoster,
+        web: SlackWeb,
         files: SlackFiles,
         *,
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
@@ -79,7 +78,7 @@ class SlackBot:
         self.store = store
         self.agent = agent  # Slack's agent style; None: classic
         self.policy = policy
-        self.poster = poster
+        self.web = web
         self.files = files
         self.coord = coord or LocalCoordinator()
         self.router = Router(self.coord, engine.adopt)
@@ -156,7 +155,7 @@ class SlackBot:
 
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
-            await self.poster.ephemeral(channel, user, "That run has already ended.", thread_ts)
+            await self.web.ephemeral(channel, user, "That run has already ended.", thread_ts)
 
     async def on_routed(self, message: dict[str, Any]) -> None:
         """An event another replica passed on: this replica owns its thread."""
@@ -214,7 +213,7 @@ class SlackBot:
     async def _continue(self, key: str, grant_id: str, click: Click) -> None:
         if await self.engine.continue_run(key, click.user, grant_id) is None:
             said = "That Continue was used already." if self.engine.accepting else RESTARTING
-            await self.poster.ephemeral(click.channel, click.user, said, click.thread_ts)
+            await self.web.ephemeral(click.channel, click.user, said, click.thread_ts)
 
     async def _refused_click(self, click: Click) -> bool:
         """Tell someone who may not use the bot here, privately; nothing changes."""
@@ -226,7 +225,7 @@ class SlackBot:
     ) -> bool:
         """With a `refusal`, tell `user` it privately (True); without one, False."""
         if refusal:
-            await self.poster.ephemeral(channel, user, refusal, thread_ts)
+            await self.web.ephemeral(channel, user, refusal, thread_ts)
         return refusal is not None
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -253,7 +252,7 @@ class SlackBot:
         files = event.get("files") or []
         if not question and not files:  # no work yet: the thread is known, with no sandbox
             await self.engine.open(ref.key, start=False)
-            await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
+            await self.web.post(ref.channel, ref.ts, "What would you like me to find out?")
             return
         agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
@@ -265,7 +264,7 @@ class SlackBot:
             self.agent.hold(ref.key, notes)  # the run shows them, in its one message
         else:
             for note in notes:
-                await self.poster.post(ref.channel, ref.ts, note.text)
+                await self.web.post(ref.channel, ref.ts, note.text)
         if question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
 
@@ -277,22 +276,22 @@ class SlackBot:
             loading = [f"Reading {name}…" for name in names[:10]] or ["Reading the question…"]
             if await self.agent.set_status(ref, loading):
                 return True
-        self.poster.react(ref.channel, event["ts"], "eyes")
+        self.web.react(ref.channel, event["ts"], "eyes")
         return False
 
     async def _title(self, ref: ThreadRef, question: str) -> None:
         """A DM thread is titled after its first question."""
         title = " ".join(question.split())
         try:
-            await self.poster.set_title(ref.channel, ref.ts, title[:60])
-        except SlackApiError as exc:
-            log.info("could not title the thread: %s", exc.response.get("error"))
+            await self.web.set_title(ref.channel, ref.ts, title[:60])
+        except SlackError as exc:
+            log.info("could not title the thread: %s", exc.code)
 
     async def _suggest(self, channel: str, thread_ts: str | None) -> None:
         try:
-            await self.poster.suggest(channel, thread_ts, SUGGESTED_PROMPTS)
-        except SlackApiError as exc:
-            log.info("could not offer the suggested prompts: %s", exc.response.get("error"))
+            await self.web.suggest(channel, thread_ts, SUGGESTED_PROMPTS)
+        except SlackError as exc:
+            log.info("could not offer the suggested prompts: %s", exc.code)
 
     async def _take_file(self, ref: ThreadRef, file: dict[str, Any]) -> FileNote:
         """Take one file in; the note on it says how that went."""
@@ -333,12 +332,10 @@ class SlackBot:
         asked = f": {question}" if question else ""
         said = f"<@{user}> asked me to analyze {url}{asked}"
         try:
-            ts = await self.poster.post(channel, None, said)
-        except SlackApiError as exc:  # slash commands work in channels the bot is not in
-            if exc.response.get("error") not in GONE:
-                raise
+            ts = await self.web.post(channel, None, said)
+        except SlackGone:  # slash commands work in channels the bot is not in
             log.info("/analyze in %s, which the bot is not in: told %s", channel, user)
-            await self.poster.respond(command.get("response_url", ""), NOT_A_MEMBER)
+            await self.web.respond(command.get("response_url", ""), NOT_A_MEMBER)
             return
         ref = ThreadRef(command.get("team_id", ""), channel, ts)
         await self.engine.ask(ref.key, question or EXPLORE, user=user, repo_url=url)

@@ -16,14 +16,14 @@ from bot.agent.events import (
     ToolCallStarted,
 )
 from bot.slack import render
-from bot.slack.poster import SlackPoster
+from bot.slack.web import SlackWeb
 
 TICK_S = 5.0  # how often the elapsed time on the status line moves
 
 
 class SlackProgress:
-    def __init__(self, poster: SlackPoster, channel: str, thread_ts: str, run_id: str) -> None:
-        self._poster = poster
+    def __init__(self, web: SlackWeb, channel: str, thread_ts: str, run_id: str) -> None:
+        self._web = web
         self._channel, self._thread_ts, self._run_id = channel, thread_ts, run_id
         self._started = time.monotonic()
         self._status_ts: str | None = None
@@ -36,7 +36,7 @@ class SlackProgress:
 
     async def begin(self) -> None:
         text, blocks = self._status(":gear: Working on it…", stoppable=True)
-        self._status_ts = await self._poster.post(self._channel, self._thread_ts, text, blocks)
+        self._status_ts = await self._web.post(self._channel, self._thread_ts, text, blocks)
         self._ticker = asyncio.create_task(self._tick())
 
     async def __call__(self, event: Event) -> None:
@@ -44,19 +44,19 @@ class SlackProgress:
             case ToolCallStarted():
                 step = len(self._steps) + 1
                 text, blocks = render.tool_started(step, event)
-                ts = await self._poster.post(self._channel, self._thread_ts, text, blocks)
+                ts = await self._web.post(self._channel, self._thread_ts, text, blocks)
                 self._steps[event.call_id] = (step, ts, event)
                 self._show(":gear: Working on it…", stoppable=True)
             case ToolCallFinished() if event.call_id in self._steps:
                 step, ts, started = self._steps[event.call_id]
                 text, blocks = render.tool_finished(step, started, event)
-                self._poster.edit(self._channel, ts, text, blocks)
+                self._web.edits.edit(self._channel, ts, text, blocks)
             case RunFinished():
                 await self._end(":white_check_mark: Done")
                 # cleaned whole before it is cut into messages (a secret across a cut)
-                event = dataclasses.replace(event, answer=self._poster.clean.text(event.answer))
+                event = dataclasses.replace(event, answer=self._web.clean.text(event.answer))
                 for text, blocks in render.answer_messages(event, self.elapsed_s):
-                    await self._poster.post(self._channel, self._thread_ts, text, blocks)
+                    await self._web.post(self._channel, self._thread_ts, text, blocks)
             case RunFailed():
                 await self._end(":warning: Failed")
                 await self.say(f":warning: {event.reason}")
@@ -71,7 +71,7 @@ class SlackProgress:
         await self.say(f":warning: {message}")
 
     async def say(self, text: str) -> None:
-        await self._poster.post(self._channel, self._thread_ts, text, [render.section(text)])
+        await self._web.post(self._channel, self._thread_ts, text, [render.section(text)])
 
     def abandon(self) -> None:
         """The channel is gone: stop the ticker, with no further call to Slack."""
@@ -85,12 +85,12 @@ class SlackProgress:
                 await self._ticker
         self._show(label, stoppable=False)
         mine = {ts for _, ts, _ in self._steps.values()} | {self._status_ts or ""}
-        await self._poster.settle(mine)
+        await self._web.edits.settle(mine)
 
     def _show(self, label: str, *, stoppable: bool) -> None:
         if self._status_ts is not None:
             text, blocks = self._status(label, stoppable=stoppable)
-            self._poster.edit(self._channel, self._status_ts, text, blocks)
+            self._web.edits.edit(self._channel, self._status_ts, text, blocks)
 
     def _status(self, label: str, *, stoppable: bool) -> tuple[str, list[dict]]:
         steps = len(self._steps)

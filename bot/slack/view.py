@@ -11,8 +11,6 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
-from slack_sdk.errors import SlackApiError
-
 from bot.agent.events import ContextTrimmed, RunFailed, RunFinished
 from bot.errors import BotError
 from bot.sessions.events import (
@@ -31,9 +29,10 @@ from bot.sessions.events import (
 from bot.slack import render
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.agent_view import AgentRun
-from bot.slack.poster import GONE, SlackPoster
+from bot.slack.errors import SlackGone
 from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ async def nobody(run_id: str) -> str:
 
 
 def views(
-    poster: SlackPoster,
+    web: SlackWeb,
     continue_usd: float,
     *,
     agent: AgentThreads | None = None,
@@ -124,7 +123,7 @@ def views(
 
     def view_for(key: str) -> RunView:
         ref = ThreadRef.parse(key)
-        return SlackView(poster, ref, continue_usd, agent, asker) if ref else ignore
+        return SlackView(web, ref, continue_usd, agent, asker) if ref else ignore
 
     return view_for
 
@@ -132,13 +131,13 @@ def views(
 class SlackView:
     def __init__(
         self,
-        poster: SlackPoster,
+        web: SlackWeb,
         ref: ThreadRef,
         continue_usd: float,
         agent: AgentThreads | None = None,
         asker: Asker = nobody,
     ) -> None:
-        self._poster = poster
+        self._web = web
         self._ref = ref
         self._continue_usd = continue_usd
         self._agent, self._asker = agent, asker
@@ -152,10 +151,8 @@ class SlackView:
             return
         try:
             await self._show(event)
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            if error not in GONE:
-                raise
+        except SlackGone as exc:
+            error = exc.code
             self._lose_channel(error)
             if not isinstance(event, LAST_WORDS):
                 raise ChannelGone(f"I can no longer post in this channel ({error}).") from None
@@ -205,7 +202,7 @@ class SlackView:
             run = AgentRun(self._agent, self._ref, run_id, user)
             if await run.begin():
                 return run
-        progress = SlackProgress(self._poster, self._ref.channel, self._ref.ts, run_id)
+        progress = SlackProgress(self._web, self._ref.channel, self._ref.ts, run_id)
         await progress.begin()
         return progress
 
@@ -220,7 +217,7 @@ class SlackView:
             await self._say(note.text)
 
     async def _say(self, text: str, blocks: list[dict] | None = None) -> None:
-        await self._poster.post(self._ref.channel, self._ref.ts, text, blocks)
+        await self._web.post(self._ref.channel, self._ref.ts, text, blocks)
 
     async def _outputs(self, files: Outputs) -> None:
         """After an answer: report.md and the charts as files, then any budget note."""
@@ -241,7 +238,7 @@ class SlackView:
         if uploads:
             run = self._progress if isinstance(self._progress, AgentRun) else None
             waiting = run.waiting if run else None
-            await self._poster.upload(self._ref.channel, self._ref.ts, uploads, waiting)
+            await self._web.upload(self._ref.channel, self._ref.ts, uploads, waiting)
             if run is not None:
                 await run.uploaded()
         if self._finished.stop == "budget":
