@@ -13,9 +13,8 @@ from bot.agent.events import RunFinished, ToolCallStarted
 from bot.agent.usage import Usage
 from bot.sessions.events import OutputsReady, RunStarted
 from bot.slack.agent_threads import STATUS, AgentThreads
-from bot.slack.agent_view import AgentRun
+from bot.slack.run_view import SlackRunView
 from bot.slack.threads import ThreadRef
-from bot.slack.view import SlackView
 from bot.slack.web import SlackWeb
 from tests.fakes.slack_api import FakeSlack
 
@@ -43,8 +42,8 @@ async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(
     slack: FakeSlack,
 ) -> None:
     threads, ref = thread_of(slack)
-    run = AgentRun(threads, ref, "run-1", HUMAN, refresh_s=0.1)
-    assert await run.begin()
+    run = SlackRunView(threads.web, ref, 1.0, threads, refresh_s=0.1)
+    await run(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await run(STEP)  # starts the stream, which clears the status
     await slack.wait_for(lambda: slack.status_history(CHANNEL, ref.ts).count(STATUS) >= 3)
     await run(DONE)
@@ -59,8 +58,8 @@ async def test_a_wait_for_slacks_rate_limits_is_shown(slack: FakeSlack) -> None:
     threads, ref = thread_of(slack, rate_scale=1.0)
     for _ in range(3):  # other runs took the burst of stream starts (Tier 2)
         await threads.web.pacer.take("chat.startStream")
-    run = AgentRun(threads, ref, "run-1", HUMAN)
-    assert await run.begin()
+    run = SlackRunView(threads.web, ref, 1.0, threads)
+    await run(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await run(STEP)  # the stream's start waits about 3 s; the status says so meanwhile
     await slack.wait_for(lambda: waiting(slack))
     await slack.wait_for(lambda: slack.calls_to("chat.startStream"))
@@ -89,8 +88,8 @@ async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) ->
     threads, ref = thread_of(slack, rate_scale=1.0)
     for _ in range(19):  # other threads took the burst of uploads (Tier 4)
         await threads.web.pacer.take("files.upload")
-    view = SlackView(threads.web, ref, 1.0, threads, asker=lambda run_id: _human())
-    await view(RunStarted("run-1", "how many?", 1.0))
+    view = SlackRunView(threads.web, ref, 1.0, threads)
+    await view(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await view(STEP)
     await view(DONE)
     await view(OutputsReady(report_files))
@@ -99,10 +98,6 @@ async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) ->
 
     assert any(s.loading_messages[0].startswith("Wait") for s in slack.statuses if s.status)
     assert slack.thread_status(CHANNEL, ref.ts) == ""
-
-
-async def _human() -> str:
-    return HUMAN
 
 
 def waiting(slack: FakeSlack) -> list:

@@ -25,8 +25,8 @@ from bot.slack.files import SlackFiles
 from bot.slack.handlers import Click, SlackBot
 from bot.slack.policy import Policy
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
+from bot.slack.run_view import views
 from bot.slack.startup import SlackSetupError, check_slack
-from bot.slack.view import views
 from bot.slack.web import SlackWeb, build_client
 
 log = logging.getLogger(__name__)
@@ -183,12 +183,8 @@ async def serve(
     cdn = Settings.id_list(settings.slack_cdn_origins)
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
-    async def asker(run_id: str) -> str:
-        run = await store.get_run(run_id)
-        return run.user if run else ""
-
     agent = AgentThreads(web) if settings.slack_ui == "agent" else None
-    shown = views(web, settings.max_cost_usd_per_run, agent=agent, asker=asker)
+    shown = views(web, settings.max_cost_usd_per_run, agent=agent)
     view_for = metrics.observe(shown)  # every event counted on its way to the thread
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731

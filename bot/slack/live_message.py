@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.slack import markdown_split
+from bot.slack import markdown_split, render, render_stream
 from bot.slack.errors import SlackError, SlackGone, SlackRefused, StreamClosed
 from bot.slack.pacing import OnWait
 from bot.slack.threads import ThreadRef
@@ -96,12 +96,15 @@ class LiveMessage:
         rest = markdown_split.split(text)
         if self.open:
             first, *rest = markdown_split.split(text, first_max=STREAM_MARKDOWN_MAX)
-            chunks = self._queue + ([{"type": "markdown_text", "text": first}] if first else [])
+            chunks = self._queue + ([render_stream.markdown_chunk(first)] if first else [])
             await self._web.pace("chat.stopStream", self._on_wait)
             self.open = False
             try:
                 await self._web.stop_stream(
-                    self._ref.channel, self.ts, _merged(chunks), None if rest else blocks
+                    self._ref.channel,
+                    self.ts,
+                    render_stream.merged(chunks),
+                    None if rest else blocks,
                 )
                 if not rest:
                     return
@@ -111,11 +114,8 @@ class LiveMessage:
         await self._post(rest, blocks)
 
     async def _post(self, parts: list[str], blocks: list[Chunk]) -> None:
-        parts = [p for p in parts if p.strip()] or [" "]
-        for i, part in enumerate(parts):
-            last = blocks if i == len(parts) - 1 else []
-            body = [{"type": "markdown", "text": part}, *last]
-            await self._web.post(self._ref.channel, self._ref.ts, part[:3000], body)
+        for text, body in render.markdown_posts(parts, blocks):
+            await self._web.post(self._ref.channel, self._ref.ts, text, body)
 
     async def _flush(self) -> None:
         if self.ts is None:
@@ -127,7 +127,7 @@ class LiveMessage:
             await self._send(self._append)
 
     async def _send(self, call: Callable[[list[Chunk]], Awaitable[None]]) -> None:
-        chunks, self._queue = _merged(self._queue), []
+        chunks, self._queue = render_stream.merged(self._queue), []
         if not chunks:
             return
         self._last, self._sending = time.monotonic(), True
@@ -163,21 +163,6 @@ class LiveMessage:
             self._flusher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._flusher
-
-
-def _merged(chunks: list[Chunk]) -> list[Chunk]:
-    """Several updates of one task as one (later fields win), where it first appeared."""
-    merged: list[Chunk] = []
-    tasks: dict[str, Chunk] = {}
-    for chunk in chunks:
-        if chunk.get("type") == "task_update" and chunk["id"] in tasks:
-            tasks[chunk["id"]].update(chunk)
-            continue
-        chunk = dict(chunk)
-        if chunk.get("type") == "task_update":
-            tasks[chunk["id"]] = chunk
-        merged.append(chunk)
-    return merged
 
 
 def _log_unless_ended(exc: SlackError, what: str) -> None:
