@@ -22,7 +22,7 @@ from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
-from bot.slack.handlers import Click, SlackBot
+from bot.slack.handlers import Click, SlackListeners
 from bot.slack.policy import Policy
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
 from bot.slack.run_view import views
@@ -73,7 +73,9 @@ def bolt_auth(client: AsyncWebClient, identity: dict[str, Any] | None) -> dict[s
     return {"client": bolt_client, "authorize": authorize}
 
 
-def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | None) -> AsyncApp:
+def build_app(
+    bot: SlackListeners, client: AsyncWebClient, identity: dict[str, Any] | None
+) -> AsyncApp:
     app = AsyncApp(**bolt_auth(client, identity))
 
     @app.event("app_mention")
@@ -191,7 +193,7 @@ async def serve(
     engine = runtime.engine(store, view_for, opener, coord=coord)
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
-    bot = SlackBot(engine, web, files, policy=policy, store=store, agent=agent, coord=coord)
+    bot = SlackListeners(engine, web, files, policy=policy, store=store, agent=agent, coord=coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)

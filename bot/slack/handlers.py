@@ -1,5 +1,7 @@
-"""What the bot does with each kind of Slack input. Each handler is short and returns
-quickly; the engine runs the work, and the thread's view shows it."""
+"""The Slack listeners: what the bot does with each kind of Slack input. Each is short and
+returns quickly; the engine runs the work, and the run's view (run_view.py) shows it.
+Routing between replicas (routing.py), the intake of files (intake.py, policy.py) and DM
+threads' titles and prompts (dm_threads.py) are their own modules."""
 
 from __future__ import annotations
 
@@ -10,25 +12,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.prompt import DataFile
 from bot.coord import Coordinator, LocalCoordinator
-from bot.datacard import for_slack
 from bot.errors import BotError
 from bot.sessions.engine import Engine
-from bot.sessions.files import FileRejected, checked
 from bot.sessions.repo import check_repo_url, check_resolves_public
-from bot.sessions.run import error_ref
 from bot.slack import render
-from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
-from bot.slack.errors import SlackError, SlackGone
-from bot.slack.file_notes import file_note, intake_note, safe_display
-from bot.slack.files import SlackFiles, data_kind
+from bot.slack.agent_threads import AgentThreads
+from bot.slack.dm_threads import DmThreads
+from bot.slack.errors import SlackGone
+from bot.slack.file_notes import safe_display
+from bot.slack.files import SlackFiles
+from bot.slack.intake import FileIntake
 from bot.slack.policy import Policy
 from bot.slack.routing import Router
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.store.base import Store, StoreError
-from bot.units import size_text
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class Click:
         return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)
 
 
-class SlackBot:
+class SlackListeners:
     def __init__(
         self,
         engine: Engine,
@@ -82,7 +81,8 @@ class SlackBot:
         self.files = files
         self.coord = coord or LocalCoordinator()
         self.router = Router(self.coord, engine.adopt)
-        self._prompted: set[str] = set()  # DMs whose Messages tab has its prompts
+        self.intake = FileIntake(engine, files, policy)
+        self.dms = DmThreads(web)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- Slack inputs --
@@ -175,17 +175,14 @@ class SlackBot:
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
         in this process)."""
-        channel = event.get("channel") or ""
-        if self.agent is None or event.get("tab") != "messages" or channel in self._prompted:
-            return
-        self._prompted.add(channel)
-        await self._suggest(channel, None)
+        if self.agent is not None and event.get("tab") == "messages":
+            await self.dms.prompt_once(event.get("channel") or "")
 
     async def on_assistant_thread_started(self, event: dict[str, Any]) -> None:
         """A new assistant thread (workspaces with the older assistant view): its prompts."""
         thread = event.get("assistant_thread") or {}
         if self.agent is not None and thread.get("channel_id") and thread.get("thread_ts"):
-            await self._suggest(thread["channel_id"], thread["thread_ts"])
+            await self.dms.suggest(thread["channel_id"], thread["thread_ts"])
 
     async def on_feedback(self, block_id: str, value: str, click: Click) -> None:
         """A click of an answer's feedback buttons, recorded against its run when the
@@ -258,8 +255,8 @@ class SlackBot:
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
         if new and question and ref.channel.startswith("D"):
-            await self._title(ref, question)
-        notes = [await self._take_file(ref, file) for file in files]
+            await self.dms.title(ref, question)
+        notes = [await self.intake.take(ref, file) for file in files]
         if agent and question and self.agent is not None:
             self.agent.hold(ref.key, notes)  # the run shows them, in its one message
         else:
@@ -278,54 +275,6 @@ class SlackBot:
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")
         return False
-
-    async def _title(self, ref: ThreadRef, question: str) -> None:
-        """A DM thread is titled after its first question."""
-        title = " ".join(question.split())
-        try:
-            await self.web.set_title(ref.channel, ref.ts, title[:60])
-        except SlackError as exc:
-            log.info("could not title the thread: %s", exc.code)
-
-    async def _suggest(self, channel: str, thread_ts: str | None) -> None:
-        try:
-            await self.web.suggest(channel, thread_ts, SUGGESTED_PROMPTS)
-        except SlackError as exc:
-            log.info("could not offer the suggested prompts: %s", exc.code)
-
-    async def _take_file(self, ref: ThreadRef, file: dict[str, Any]) -> FileNote:
-        """Take one file in; the note on it says how that went."""
-        name = safe_display(file.get("name") or file.get("id", "file"))
-        try:
-            file = await self.files.resolve(file)  # a Slack Connect stub: its whole object
-            name = safe_display(file.get("name") or file.get("id", "file"))
-            taken = await self._add_file(ref, file, name)
-        except BotError as exc:
-            return file_note(f":no_entry_sign: {exc}", f"Skipped {name}", str(exc), ok=False)
-        except Exception as exc:
-            said = f"Could not read {name} (ref {error_ref(exc, f'taking in {name}')})."
-            return file_note(f":warning: {said}", f"Could not read {name}", said, ok=False)
-        text = intake_note(name, taken)
-        card = "\n".join(for_slack(card) for card in taken.cards) or size_text(taken.size)
-        return file_note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
-
-    async def _add_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
-        kind = data_kind(file)
-        if kind is None:
-            raise FileRejected(
-                f"Skipped {name}: I take CSV, TSV, JSON, TXT, Excel (.xlsx), Parquet and "
-                "gzip'ed CSV files."
-            )
-        if await self.engine.file_count(ref.key) >= self.policy.max_files:
-            raise FileRejected(
-                f"Skipped {name}: this thread already has {self.policy.max_files} files."
-            )
-        if int(file.get("size") or 0) > self.policy.max_file_bytes:
-            limit = self.policy.max_file_bytes >> 20
-            raise FileRejected(f"Skipped {name}: it is larger than {limit} MB.")
-        limit = self.policy.max_file_bytes
-        opener = lambda f=file: checked(self.files.stream(f), name, kind, limit)  # noqa: E731
-        return await self.engine.add_file(ref.key, str(file.get("name") or name), opener, file)
 
     async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
         user, channel = command.get("user_id", ""), command["channel_id"]
