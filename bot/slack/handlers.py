@@ -5,7 +5,6 @@ threads' titles and prompts (dm_threads.py) are their own modules."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
@@ -13,13 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.coord import Coordinator, LocalCoordinator
-from bot.errors import BotError
 from bot.sessions.engine import Engine
-from bot.sessions.repo import check_repo_url, check_resolves_public
 from bot.slack import render
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.analyses import Analyses
 from bot.slack.dm_threads import DmThreads
-from bot.slack.errors import SlackGone
 from bot.slack.file_notes import safe_display
 from bot.slack.files import SlackFiles
 from bot.slack.intake import FileIntake
@@ -32,14 +29,6 @@ from bot.store.base import Store, StoreError
 log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
-NOT_A_MEMBER = (
-    "I'm not in this channel, so I can't post the analysis here. Invite me first "
-    "(`/invite @` and my name), then run `/analyze` again."
-)
-EXPLORE = (
-    "Explore the data files in the repository at /buddy/data: what they hold, their size "
-    "and quality, and the key findings. Write the report."
-)
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 RESTARTING = "I'm restarting; try again in a minute."
 
@@ -83,7 +72,7 @@ class SlackListeners:
         self.router = Router(self.coord, engine.adopt)
         self.intake = FileIntake(engine, files, policy)
         self.dms = DmThreads(web)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.analyses = Analyses(engine, web, policy)
 
     # -- Slack inputs --
 
@@ -128,19 +117,7 @@ class SlackListeners:
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
             return refusal or RESTARTING
-        url, _, question = (command.get("text") or "").strip().partition(" ")
-        if not url:
-            return "Usage: `/analyze <https repository URL> [question]`"
-        try:
-            rules = self.policy.repo_rules
-            url = check_repo_url(url, self.policy.repo_hosts, rules.allowed)
-            await check_resolves_public(url, rules)
-        except BotError as exc:
-            return f":warning: {exc}"
-        task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return None
+        return await self.analyses.start(command)
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         """The Stop button, handled by the replica running the run: its asker's (or, with
@@ -225,16 +202,10 @@ class SlackListeners:
             await self.web.ephemeral(channel, user, refusal, thread_ts)
         return refusal is not None
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception():
-            log.error("starting an analysis failed", exc_info=task.exception())
-
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking work; running turns get `grace_s` to finish, then are interrupted
         (their threads say so). Sandboxes are kept for the next start."""
-        for task in list(self._tasks):
-            task.cancel()
+        self.analyses.cancel()
         await self.engine.shutdown(grace_s)
 
     # -- the work --
@@ -275,19 +246,6 @@ class SlackListeners:
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")
         return False
-
-    async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
-        user, channel = command.get("user_id", ""), command["channel_id"]
-        asked = f": {question}" if question else ""
-        said = f"<@{user}> asked me to analyze {url}{asked}"
-        try:
-            ts = await self.web.post(channel, None, said)
-        except SlackGone:  # slash commands work in channels the bot is not in
-            log.info("/analyze in %s, which the bot is not in: told %s", channel, user)
-            await self.web.respond(command.get("response_url", ""), NOT_A_MEMBER)
-            return
-        ref = ThreadRef(command.get("team_id", ""), channel, ts)
-        await self.engine.ask(ref.key, question or EXPLORE, user=user, repo_url=url)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:
