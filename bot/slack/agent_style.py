@@ -39,7 +39,7 @@ class AgentStyle:
         self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
         self._started = time.monotonic()
         self._refresh_s = refresh_s
-        self._loading = ["Reading the question…"]
+        self._loading = [notes.READING_QUESTION]
         self.notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
         self._refresher: asyncio.Task[None] | None = None

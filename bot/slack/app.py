@@ -22,11 +22,12 @@ from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
-from bot.slack.handlers import Click, SlackListeners
+from bot.slack.handlers import SlackListeners
 from bot.slack.policy import Policy
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
 from bot.slack.run_view import views
 from bot.slack.startup import SlackSetupError, check_slack
+from bot.slack.threads import Click
 from bot.slack.web import SlackWeb, build_client
 
 log = logging.getLogger(__name__)

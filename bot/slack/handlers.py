@@ -8,12 +8,11 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
-from bot.slack import render
+from bot.slack import notes, render
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.analyses import Analyses
 from bot.slack.dm_threads import DmThreads
@@ -22,7 +21,7 @@ from bot.slack.files import SlackFiles
 from bot.slack.intake import FileIntake
 from bot.slack.policy import Policy
 from bot.slack.routing import Router
-from bot.slack.threads import ThreadRef
+from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
 from bot.store.base import Store, StoreError
 
@@ -30,24 +29,6 @@ log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
-RESTARTING = "I'm restarting; try again in a minute."
-
-
-@dataclass(frozen=True)
-class Click:
-    """Who clicked one of the bot's buttons, and where (for a private answer)."""
-
-    user: str
-    channel: str
-    thread_ts: str | None = None
-
-    @classmethod
-    def of(cls, body: dict[str, Any]) -> Click:
-        """From a block_actions payload."""
-        message = body.get("message") or {}
-        channel = (body.get("channel") or {}).get("id") or ""
-        thread_ts = message.get("thread_ts") or message.get("ts")
-        return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)
 
 
 class SlackListeners:
@@ -116,7 +97,7 @@ class SlackListeners:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
-            return refusal or RESTARTING
+            return refusal or notes.RESTARTING
         return await self.analyses.start(command)
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
@@ -132,7 +113,7 @@ class SlackListeners:
 
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
-            await self.web.ephemeral(channel, user, "That run has already ended.", thread_ts)
+            await self.web.ephemeral(channel, user, notes.RUN_ENDED, thread_ts)
 
     async def on_routed(self, message: dict[str, Any]) -> None:
         """An event another replica passed on: this replica owns its thread."""
@@ -186,7 +167,7 @@ class SlackListeners:
 
     async def _continue(self, key: str, grant_id: str, click: Click) -> None:
         if await self.engine.continue_run(key, click.user, grant_id) is None:
-            said = "That Continue was used already." if self.engine.accepting else RESTARTING
+            said = notes.CONTINUE_USED if self.engine.accepting else notes.RESTARTING
             await self.web.ephemeral(click.channel, click.user, said, click.thread_ts)
 
     async def _refused_click(self, click: Click) -> bool:
@@ -220,18 +201,18 @@ class SlackListeners:
         files = event.get("files") or []
         if not question and not files:  # no work yet: the thread is known, with no sandbox
             await self.engine.open(ref.key, start=False)
-            await self.web.post(ref.channel, ref.ts, "What would you like me to find out?")
+            await self.web.post(ref.channel, ref.ts, notes.WHAT_NEXT)
             return
         agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
         if new and question and ref.channel.startswith("D"):
             await self.dms.title(ref, question)
-        notes = [await self.intake.take(ref, file) for file in files]
+        taken = [await self.intake.take(ref, file) for file in files]
         if agent and question and self.agent is not None:
-            self.agent.hold(ref.key, notes)  # the run shows them, in its one message
+            self.agent.hold(ref.key, taken)  # the run shows them, in its one message
         else:
-            for note in notes:
+            for note in taken:
                 await self.web.post(ref.channel, ref.ts, note.text)
         if question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
@@ -241,7 +222,7 @@ class SlackListeners:
         (True), else :eyes: on the message."""
         if self.agent is not None and self.agent.allowed(ref.team):
             names = [safe_display(f.get("name") or "file") for f in files]
-            loading = [f"Reading {name}…" for name in names[:10]] or ["Reading the question…"]
+            loading = [notes.reading(name) for name in names[:10]] or [notes.READING_QUESTION]
             if await self.agent.set_status(ref, loading):
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")

@@ -1,7 +1,19 @@
-"""What a run's view says in the thread, in words: notes on restarts, idle sandboxes,
-waits, budgets, stops and failures. Pure text (the payloads are `render.py`'s)."""
+"""What the bot says in a thread, in words: the listeners' short answers, and a run's notes
+on restarts, idle sandboxes, waits, budgets, stops and failures. Pure text (the payloads
+are `render.py`'s)."""
 
 from __future__ import annotations
+
+RESTARTING = "I'm restarting; try again in a minute."
+RUN_ENDED = "That run has already ended."
+CONTINUE_USED = "That Continue was used already."
+WHAT_NEXT = "What would you like me to find out?"
+READING_QUESTION = "Reading the question…"
+
+
+def reading(name: str) -> str:
+    return f"Reading {name}…"
+
 
 SHUTDOWN = (
     "The bot is restarting, so this run was interrupted. Reply here (for example "
