@@ -139,7 +139,7 @@ class LiveMessage:
             elif isinstance(exc, StreamClosed) and exc.by_user and self._on_stopped is not None:
                 self._on_stopped()  # someone pressed Slack's own stop on the message
             elif isinstance(exc, SlackGone):
-                self.gone = exc  # for the run's next event to raise (see AgentRun)
+                self.gone = exc  # for the run's next event to raise (see SlackRunView)
             else:
                 _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False
