@@ -234,7 +234,7 @@ class Timings:
         from slack_sdk.web.async_client import AsyncWebClient
 
         import bot.agent.loop
-        from bot.slack.poster import SlackPoster
+        from bot.slack.edits import Edits
         from bot.store.sqlite import SqliteStore
 
         timings = self
@@ -265,13 +265,13 @@ class Timings:
             async with timings.waiting("model turn (1.0 s in the fake)"):
                 return await create_message(*args, **kwargs)
 
-        settle = SlackPoster.settle
+        settle = Edits.settle
 
-        async def timed_settle(poster: Any, *args: Any) -> None:
-            async with timings.waiting("SlackPoster.settle (end of run)"):
-                await settle(poster, *args)
+        async def timed_settle(edits: Any, *args: Any) -> None:
+            async with timings.waiting("Edits.settle (end of run)"):
+                await settle(edits, *args)
 
-        SlackPoster.settle = timed_settle  # type: ignore[method-assign]
+        Edits.settle = timed_settle  # type: ignore[method-assign]
         SqliteStore._call = timed_call  # type: ignore[method-assign]
         SqliteStore._submit = timed_submit  # type: ignore[method-assign]
         AsyncWebClient.api_call = timed_api_call  # type: ignore[method-assign]

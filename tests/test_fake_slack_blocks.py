@@ -112,7 +112,9 @@ async def test_blocks_at_the_limits_are_taken(slack: FakeSlack) -> None:
 
 
 STARTED = ToolCallStarted("toolu_1", "run_code", "python", "x = 1\n" * 2000)
-ENDED = ToolCallFinished("toolu_1", "run_code", "error", 1, 2.5, "Traceback\n" * 500)
+ENDED = ToolCallFinished(
+    "toolu_1", "run_code", "error", 1, 2.5, "Traceback\n" * 500, "python", STARTED.code
+)
 ESCAPED = ToolCallStarted("toolu_2", "run_code", "python", "if a < b & c > d:\n" * 500)
 DONE = RunFinished("a" * 30_000, turns=3, usage=Usage(), cost_usd=0.5, stop="end_turn")
 
@@ -122,7 +124,7 @@ def bot_blocks() -> list[list[dict[str, Any]]]:
     return [
         render.status("Working " * 1000, run_id="r" * 200),
         render.tool_started(1, STARTED)[1],
-        render.tool_finished(1, STARTED, ENDED)[1],
+        render.tool_finished(1, ENDED)[1],
         render.tool_started(2, ESCAPED)[1],  # escaping makes it longer
         render.continue_button(
             "note " * 1000, "T0FAKE001:C0CHAN001:1767225600.000100", 9.99, "run:" + "r" * 12

@@ -13,11 +13,10 @@ from bot.agent.events import RunFinished, ToolCallStarted
 from bot.agent.usage import Usage
 from bot.sessions.events import OutputsReady, RunStarted
 from bot.slack.agent_threads import STATUS, AgentThreads
-from bot.slack.agent_view import AgentRun
-from bot.slack.poster import SlackPoster
+from bot.slack.run_view import SlackRunView
 from bot.slack.threads import ThreadRef
-from bot.slack.view import SlackView
-from tests.fakes.slack import FakeSlack
+from bot.slack.web import SlackWeb
+from tests.fakes.slack.api import FakeSlack
 
 CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"
 STEP = ToolCallStarted("toolu_1", "run_code", "python", "print(1)")
@@ -36,15 +35,15 @@ async def slack() -> AsyncIterator[FakeSlack]:
 def thread_of(slack: FakeSlack, rate_scale: float = 1000) -> tuple[AgentThreads, ThreadRef]:
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
     ts = slack.add_user_message(CHANNEL, "<@U0BOT0001> how many?")["ts"]
-    return AgentThreads(SlackPoster(client, rate_scale=rate_scale)), ThreadRef(TEAM, CHANNEL, ts)
+    return AgentThreads(SlackWeb(client, rate_scale=rate_scale)), ThreadRef(TEAM, CHANNEL, ts)
 
 
 async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(
     slack: FakeSlack,
 ) -> None:
     threads, ref = thread_of(slack)
-    run = AgentRun(threads, ref, "run-1", HUMAN, refresh_s=0.1)
-    assert await run.begin()
+    run = SlackRunView(threads.web, ref, 1.0, threads, refresh_s=0.1)
+    await run(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await run(STEP)  # starts the stream, which clears the status
     await slack.wait_for(lambda: slack.status_history(CHANNEL, ref.ts).count(STATUS) >= 3)
     await run(DONE)
@@ -58,9 +57,9 @@ async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(
 async def test_a_wait_for_slacks_rate_limits_is_shown(slack: FakeSlack) -> None:
     threads, ref = thread_of(slack, rate_scale=1.0)
     for _ in range(3):  # other runs took the burst of stream starts (Tier 2)
-        await threads.poster.pacer.take("chat.startStream")
-    run = AgentRun(threads, ref, "run-1", HUMAN)
-    assert await run.begin()
+        await threads.web.pacer.take("chat.startStream")
+    run = SlackRunView(threads.web, ref, 1.0, threads)
+    await run(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await run(STEP)  # the stream's start waits about 3 s; the status says so meanwhile
     await slack.wait_for(lambda: waiting(slack))
     await slack.wait_for(lambda: slack.calls_to("chat.startStream"))
@@ -88,9 +87,9 @@ async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) ->
     the thread's status: a wait shown there for the upload is cleared by the bot."""
     threads, ref = thread_of(slack, rate_scale=1.0)
     for _ in range(19):  # other threads took the burst of uploads (Tier 4)
-        await threads.poster.pacer.take("files.upload")
-    view = SlackView(threads.poster, ref, 1.0, threads, asker=lambda run_id: _human())
-    await view(RunStarted("run-1", "how many?", 1.0))
+        await threads.web.pacer.take("files.upload")
+    view = SlackRunView(threads.web, ref, 1.0, threads)
+    await view(RunStarted("run-1", "how many?", 1.0, user=HUMAN))
     await view(STEP)
     await view(DONE)
     await view(OutputsReady(report_files))
@@ -99,10 +98,6 @@ async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) ->
 
     assert any(s.loading_messages[0].startswith("Wait") for s in slack.statuses if s.status)
     assert slack.thread_status(CHANNEL, ref.ts) == ""
-
-
-async def _human() -> str:
-    return HUMAN
 
 
 def waiting(slack: FakeSlack) -> list:

@@ -11,26 +11,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
-
-from bot.slack.poster import SlackPoster
+from bot.slack.errors import SlackError, SlackRefused
 from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
 
 log = logging.getLogger(__name__)
 
 STATUS = "is analyzing your data…"
-# What a workspace without the feature (or the scopes) answers.
-REFUSALS = frozenset(
-    {
-        "not_allowed_token_type",
-        "missing_scope",
-        "feature_not_enabled",
-        "not_allowed",
-        "unknown_method",
-        "method_not_supported_for_channel_type",
-        "team_not_allowed",
-    }
-)
 
 
 # Offered when someone opens the bot's Messages tab (the manifest lists the same).
@@ -59,8 +46,8 @@ class FileNote:
 
 
 class AgentThreads:
-    def __init__(self, poster: SlackPoster) -> None:
-        self.poster = poster
+    def __init__(self, web: SlackWeb) -> None:
+        self.web = web
         self._refused: set[str] = set()
         self._signed: dict[tuple[str, str], float] = {}  # thread -> when its status was set
         self._held: defaultdict[str, list[FileNote]] = defaultdict(list)
@@ -77,29 +64,28 @@ class AgentThreads:
         """The thread's status, naming what happens in `loading`. False when the workspace
         refuses it (remembered); other errors are logged."""
         try:
-            await self.poster.set_status(ref.channel, ref.ts, STATUS, loading)
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            if error in REFUSALS:
-                self.refuse(ref.team, error)
-                return False
-            log.warning("could not set the thread status: %s", error)
+            await self.web.set_status(ref.channel, ref.ts, STATUS, loading)
+        except SlackRefused as exc:
+            self.refuse(ref.team, exc.code)
+            return False
+        except SlackError as exc:
+            log.warning("could not set the thread status: %s", exc.code)
             return True
         self._signed[(ref.channel, ref.ts)] = time.monotonic()
         return True
 
     async def clear_status(self, ref: ThreadRef) -> None:
         try:
-            await self.poster.set_status(ref.channel, ref.ts, "")
-        except SlackApiError as exc:
-            log.warning("could not clear the thread status: %s", exc.response.get("error"))
+            await self.web.set_status(ref.channel, ref.ts, "")
+        except SlackError as exc:
+            log.warning("could not clear the thread status: %s", exc.code)
         self._signed.pop((ref.channel, ref.ts), None)
 
     def status_showing(self, ref: ThreadRef) -> bool:
         """Whether the status set last is still up: no reply from the bot since (a reply
         clears it)."""
         signed = self._signed.get((ref.channel, ref.ts))
-        return signed is not None and signed > self.poster.replied_at(ref.channel, ref.ts)
+        return signed is not None and signed > self.web.replied_at(ref.channel, ref.ts)
 
     def hold(self, key: str, notes: list[FileNote]) -> None:
         """Notes on files for the next run of the thread to show (as tasks)."""

@@ -11,11 +11,6 @@ import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
-from slack_sdk.http_retry.async_handler import AsyncRetryHandler
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -27,12 +22,13 @@ from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
-from bot.slack.handlers import Click, SlackBot
+from bot.slack.handlers import SlackListeners
 from bot.slack.policy import Policy
-from bot.slack.poster import SlackPoster
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
+from bot.slack.run_view import views
 from bot.slack.startup import SlackSetupError, check_slack
-from bot.slack.view import views
+from bot.slack.threads import Click
+from bot.slack.web import SlackWeb, build_client
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
@@ -57,27 +53,6 @@ def slack_tokens(settings: Settings) -> tuple[str, str]:
     return bot, app
 
 
-def build_client(
-    token: str,
-    api_url: str,
-    session: aiohttp.ClientSession | None = None,
-    watcher: AsyncRetryHandler | None = None,
-) -> AsyncWebClient:
-    """One Web API client; 429s are waited out (Retry-After), dropped connections retried.
-    With `session`, calls reuse its connections instead of opening one each; `watcher` is
-    asked about every attempt before the handlers that retry (it counts errors)."""
-    return AsyncWebClient(
-        token=token,
-        base_url=api_url,
-        session=session,
-        retry_handlers=[
-            *([watcher] if watcher else []),
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=4),
-        ],
-    )
-
-
 def bolt_auth(client: AsyncWebClient, identity: dict[str, Any] | None) -> dict[str, Any]:
     """How Bolt learns who the bot is. Left to itself Bolt calls auth.test on the first
     event, before acking it: a slow or rate-limited answer misses Slack's 3 s deadline and
@@ -99,7 +74,9 @@ def bolt_auth(client: AsyncWebClient, identity: dict[str, Any] | None) -> dict[s
     return {"client": bolt_client, "authorize": authorize}
 
 
-def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | None) -> AsyncApp:
+def build_app(
+    bot: SlackListeners, client: AsyncWebClient, identity: dict[str, Any] | None
+) -> AsyncApp:
     app = AsyncApp(**bolt_auth(client, identity))
 
     @app.event("app_mention")
@@ -113,8 +90,8 @@ def build_app(bot: SlackBot, client: AsyncWebClient, identity: dict[str, Any] | 
     @app.command("/analyze")
     async def analyze(ack: Any, command: dict[str, Any]) -> None:
         error = await bot.on_analyze(command)
-        # the ack goes out through Bolt, not the poster: it is cleaned here
-        said = bot.poster.clean.text(error) if error else None
+        # the ack goes out through Bolt, not the web: it is cleaned here
+        said = bot.web.clean.text(error) if error else None
         await (ack(text=said, response_type="ephemeral") if said else ack())
 
     @app.event("app_home_opened")
@@ -201,27 +178,23 @@ async def serve(
     runtime = Runtime.from_settings(settings, provider)
     http = aiohttp.ClientSession()
     client = build_client(bot_token, settings.slack_api_url, http, SlackErrors(metrics))
-    poster = SlackPoster(
+    web = SlackWeb(
         client,
         rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
     cdn = Settings.id_list(settings.slack_cdn_origins)
-    files = SlackFiles(bot_token, settings.slack_api_url, http, client, cdn_origins=cdn)
+    files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
-    async def asker(run_id: str) -> str:
-        run = await store.get_run(run_id)
-        return run.user if run else ""
-
-    agent = AgentThreads(poster) if settings.slack_ui == "agent" else None
-    shown = views(poster, settings.max_cost_usd_per_run, agent=agent, asker=asker)
+    agent = AgentThreads(web) if settings.slack_ui == "agent" else None
+    shown = views(web, settings.max_cost_usd_per_run, agent=agent)
     view_for = metrics.observe(shown)  # every event counted on its way to the thread
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731
     engine = runtime.engine(store, view_for, opener, coord=coord)
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
-    bot = SlackBot(engine, poster, files, policy=policy, store=store, agent=agent, coord=coord)
+    bot = SlackListeners(engine, web, files, policy=policy, store=store, agent=agent, coord=coord)
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)

@@ -7,7 +7,7 @@ import uuid
 
 from bot.agent.prompt import DataFile
 from bot.datacard import for_slack
-from bot.slack import render
+from bot.slack import render, render_stream
 from bot.slack.agent_threads import FileNote
 from bot.units import size_text
 
@@ -28,11 +28,5 @@ def intake_note(name: str, taken: DataFile) -> str:
 
 
 def file_note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
-    task = {
-        "type": "task_update",
-        "id": f"file-{uuid.uuid4().hex[:8]}",
-        "title": title[:120],
-        "status": "complete" if ok else "error",
-        "output": output[: render.EXCERPT_MAX],
-    }
-    return FileNote(text, task)
+    task_id = f"file-{uuid.uuid4().hex[:8]}"
+    return FileNote(text, render_stream.file_task(title, output, ok=ok, task_id=task_id))

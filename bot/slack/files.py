@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import BotError
+from bot.slack.errors import SlackError
+from bot.slack.web import SlackWeb, build_client
 
 MAX_REDIRECTS = 3
 SLACK_DOMAINS = ("slack.com", "slack-edge.com", "slack-files.com")
@@ -41,14 +41,14 @@ class SlackFiles:
         token: str,
         api_url: str,
         session: aiohttp.ClientSession,
-        client: AsyncWebClient | None = None,
+        web: SlackWeb | None = None,
         cdn_origins: Collection[str] = (),
     ) -> None:
         self._token = token
         self._api_origin = origin(api_url)
         self._cdn = frozenset(origin(url) for url in cdn_origins)
         self._session = session
-        self._client = client or AsyncWebClient(token=token, base_url=api_url, session=session)
+        self._web = web or SlackWeb(build_client(token, api_url, session))
 
     def trusted(self, url: str) -> bool:
         """May the bot token be sent to this URL? Only to Slack's own hosts, over https,
@@ -70,11 +70,10 @@ class SlackFiles:
         if file.get("file_access") != "check_file_info" and (links or not file.get("id")):
             return file
         try:
-            response = await self._client.files_info(file=str(file["id"]))
-        except SlackApiError as exc:
-            error = exc.response.get("error")
-            raise FileUnreadable(f"Slack would not describe file {file['id']} ({error}).") from exc
-        return dict(response["file"])
+            return await self._web.file_info(str(file["id"]))
+        except SlackError as exc:
+            said = f"Slack would not describe file {file['id']} ({exc.code})."
+            raise FileUnreadable(said) from exc
 
     async def stream(self, file: dict[str, Any]) -> AsyncIterator[bytes]:
         """The file's bytes, chunk by chunk."""

@@ -1,73 +1,41 @@
-"""What the bot does with each kind of Slack input. Each handler is short and returns
-quickly; the engine runs the work, and the thread's view shows it."""
+"""The Slack listeners: what the bot does with each kind of Slack input. Each is short and
+returns quickly; the engine runs the work, and the run's view (run_view.py) shows it.
+Routing between replicas (routing.py), the intake of files (intake.py, policy.py) and DM
+threads' titles and prompts (dm_threads.py) are their own modules."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
-
-from bot.agent.prompt import DataFile
 from bot.coord import Coordinator, LocalCoordinator
-from bot.datacard import for_slack
-from bot.errors import BotError
 from bot.sessions.engine import Engine
-from bot.sessions.files import FileRejected, checked
-from bot.sessions.repo import check_repo_url, check_resolves_public
-from bot.sessions.run import error_ref
-from bot.slack import render
-from bot.slack.agent_threads import SUGGESTED_PROMPTS, AgentThreads, FileNote
-from bot.slack.file_notes import file_note, intake_note, safe_display
+from bot.slack import notes, render
+from bot.slack.agent_threads import AgentThreads
+from bot.slack.analyses import Analyses
+from bot.slack.dm_threads import DmThreads
+from bot.slack.file_notes import safe_display
 from bot.slack.files import SlackFiles
+from bot.slack.intake import FileIntake
 from bot.slack.policy import Policy
-from bot.slack.poster import GONE, SlackPoster
 from bot.slack.routing import Router
-from bot.slack.threads import ThreadRef
+from bot.slack.threads import Click, ThreadRef
+from bot.slack.web import SlackWeb
 from bot.store.base import Store, StoreError
-from bot.units import size_text
 
 log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
-NOT_A_MEMBER = (
-    "I'm not in this channel, so I can't post the analysis here. Invite me first "
-    "(`/invite @` and my name), then run `/analyze` again."
-)
-EXPLORE = (
-    "Explore the data files in the repository at /buddy/data: what they hold, their size "
-    "and quality, and the key findings. Write the report."
-)
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
-RESTARTING = "I'm restarting; try again in a minute."
 
 
-@dataclass(frozen=True)
-class Click:
-    """Who clicked one of the bot's buttons, and where (for a private answer)."""
-
-    user: str
-    channel: str
-    thread_ts: str | None = None
-
-    @classmethod
-    def of(cls, body: dict[str, Any]) -> Click:
-        """From a block_actions payload."""
-        message = body.get("message") or {}
-        channel = (body.get("channel") or {}).get("id") or ""
-        thread_ts = message.get("thread_ts") or message.get("ts")
-        return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)
-
-
-class SlackBot:
+class SlackListeners:
     def __init__(
         self,
         engine: Engine,
-        poster: SlackPoster,
+        web: SlackWeb,
         files: SlackFiles,
         *,
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
@@ -79,12 +47,13 @@ class SlackBot:
         self.store = store
         self.agent = agent  # Slack's agent style; None: classic
         self.policy = policy
-        self.poster = poster
+        self.web = web
         self.files = files
         self.coord = coord or LocalCoordinator()
         self.router = Router(self.coord, engine.adopt)
-        self._prompted: set[str] = set()  # DMs whose Messages tab has its prompts
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.intake = FileIntake(engine, files, policy)
+        self.dms = DmThreads(web)
+        self.analyses = Analyses(engine, web, policy)
 
     # -- Slack inputs --
 
@@ -128,20 +97,8 @@ class SlackBot:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
-            return refusal or RESTARTING
-        url, _, question = (command.get("text") or "").strip().partition(" ")
-        if not url:
-            return "Usage: `/analyze <https repository URL> [question]`"
-        try:
-            rules = self.policy.repo_rules
-            url = check_repo_url(url, self.policy.repo_hosts, rules.allowed)
-            await check_resolves_public(url, rules)
-        except BotError as exc:
-            return f":warning: {exc}"
-        task = asyncio.create_task(self._start_analysis(command, url, question.strip()))
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return None
+            return refusal or notes.RESTARTING
+        return await self.analyses.start(command)
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         """The Stop button, handled by the replica running the run: its asker's (or, with
@@ -156,7 +113,7 @@ class SlackBot:
 
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
-            await self.poster.ephemeral(channel, user, "That run has already ended.", thread_ts)
+            await self.web.ephemeral(channel, user, notes.RUN_ENDED, thread_ts)
 
     async def on_routed(self, message: dict[str, Any]) -> None:
         """An event another replica passed on: this replica owns its thread."""
@@ -176,17 +133,14 @@ class SlackBot:
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
         in this process)."""
-        channel = event.get("channel") or ""
-        if self.agent is None or event.get("tab") != "messages" or channel in self._prompted:
-            return
-        self._prompted.add(channel)
-        await self._suggest(channel, None)
+        if self.agent is not None and event.get("tab") == "messages":
+            await self.dms.prompt_once(event.get("channel") or "")
 
     async def on_assistant_thread_started(self, event: dict[str, Any]) -> None:
         """A new assistant thread (workspaces with the older assistant view): its prompts."""
         thread = event.get("assistant_thread") or {}
         if self.agent is not None and thread.get("channel_id") and thread.get("thread_ts"):
-            await self._suggest(thread["channel_id"], thread["thread_ts"])
+            await self.dms.suggest(thread["channel_id"], thread["thread_ts"])
 
     async def on_feedback(self, block_id: str, value: str, click: Click) -> None:
         """A click of an answer's feedback buttons, recorded against its run when the
@@ -213,8 +167,8 @@ class SlackBot:
 
     async def _continue(self, key: str, grant_id: str, click: Click) -> None:
         if await self.engine.continue_run(key, click.user, grant_id) is None:
-            said = "That Continue was used already." if self.engine.accepting else RESTARTING
-            await self.poster.ephemeral(click.channel, click.user, said, click.thread_ts)
+            said = notes.CONTINUE_USED if self.engine.accepting else notes.RESTARTING
+            await self.web.ephemeral(click.channel, click.user, said, click.thread_ts)
 
     async def _refused_click(self, click: Click) -> bool:
         """Tell someone who may not use the bot here, privately; nothing changes."""
@@ -226,19 +180,13 @@ class SlackBot:
     ) -> bool:
         """With a `refusal`, tell `user` it privately (True); without one, False."""
         if refusal:
-            await self.poster.ephemeral(channel, user, refusal, thread_ts)
+            await self.web.ephemeral(channel, user, refusal, thread_ts)
         return refusal is not None
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception():
-            log.error("starting an analysis failed", exc_info=task.exception())
 
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking work; running turns get `grace_s` to finish, then are interrupted
         (their threads say so). Sandboxes are kept for the next start."""
-        for task in list(self._tasks):
-            task.cancel()
+        self.analyses.cancel()
         await self.engine.shutdown(grace_s)
 
     # -- the work --
@@ -253,19 +201,19 @@ class SlackBot:
         files = event.get("files") or []
         if not question and not files:  # no work yet: the thread is known, with no sandbox
             await self.engine.open(ref.key, start=False)
-            await self.poster.post(ref.channel, ref.ts, "What would you like me to find out?")
+            await self.web.post(ref.channel, ref.ts, notes.WHAT_NEXT)
             return
         agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
         if new and question and ref.channel.startswith("D"):
-            await self._title(ref, question)
-        notes = [await self._take_file(ref, file) for file in files]
+            await self.dms.title(ref, question)
+        taken = [await self.intake.take(ref, file) for file in files]
         if agent and question and self.agent is not None:
-            self.agent.hold(ref.key, notes)  # the run shows them, in its one message
+            self.agent.hold(ref.key, taken)  # the run shows them, in its one message
         else:
-            for note in notes:
-                await self.poster.post(ref.channel, ref.ts, note.text)
+            for note in taken:
+                await self.web.post(ref.channel, ref.ts, note.text)
         if question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
 
@@ -274,69 +222,11 @@ class SlackBot:
         (True), else :eyes: on the message."""
         if self.agent is not None and self.agent.allowed(ref.team):
             names = [safe_display(f.get("name") or "file") for f in files]
-            loading = [f"Reading {name}…" for name in names[:10]] or ["Reading the question…"]
+            loading = [notes.reading(name) for name in names[:10]] or [notes.READING_QUESTION]
             if await self.agent.set_status(ref, loading):
                 return True
-        self.poster.react(ref.channel, event["ts"], "eyes")
+        self.web.react(ref.channel, event["ts"], "eyes")
         return False
-
-    async def _title(self, ref: ThreadRef, question: str) -> None:
-        """A DM thread is titled after its first question."""
-        title = " ".join(question.split())
-        try:
-            await self.poster.set_title(ref.channel, ref.ts, title[:60])
-        except SlackApiError as exc:
-            log.info("could not title the thread: %s", exc.response.get("error"))
-
-    async def _suggest(self, channel: str, thread_ts: str | None) -> None:
-        try:
-            await self.poster.suggest(channel, thread_ts, SUGGESTED_PROMPTS)
-        except SlackApiError as exc:
-            log.info("could not offer the suggested prompts: %s", exc.response.get("error"))
-
-    async def _take_file(self, ref: ThreadRef, file: dict[str, Any]) -> FileNote:
-        """Take one file in; the note on it says how that went."""
-        name = safe_display(file.get("name") or file.get("id", "file"))
-        try:
-            file = await self.files.resolve(file)  # a Slack Connect stub: its whole object
-            name = safe_display(file.get("name") or file.get("id", "file"))
-            taken = await self._add_file(ref, file, name)
-        except BotError as exc:
-            return file_note(f":no_entry_sign: {exc}", f"Skipped {name}", str(exc), ok=False)
-        except Exception as exc:
-            said = f"Could not read {name} (ref {error_ref(exc, f'taking in {name}')})."
-            return file_note(f":warning: {said}", f"Could not read {name}", said, ok=False)
-        text = intake_note(name, taken)
-        card = "\n".join(for_slack(card) for card in taken.cards) or size_text(taken.size)
-        return file_note(text, f"Read {name}", f"→ {taken.path}\n{card}", ok=True)
-
-    async def _add_file(self, ref: ThreadRef, file: dict[str, Any], name: str) -> DataFile:
-        # No refusal by name: the file's bytes tell its kind (`intake.prepare`).
-        if await self.engine.file_count(ref.key) >= self.policy.max_files:
-            raise FileRejected(
-                f"Skipped {name}: this thread already has {self.policy.max_files} files."
-            )
-        if int(file.get("size") or 0) > self.policy.max_file_bytes:
-            limit = self.policy.max_file_bytes >> 20
-            raise FileRejected(f"Skipped {name}: it is larger than {limit} MB.")
-        limit = self.policy.max_file_bytes
-        opener = lambda f=file: checked(self.files.stream(f), name, limit)  # noqa: E731
-        return await self.engine.add_file(ref.key, str(file.get("name") or name), opener, file)
-
-    async def _start_analysis(self, command: dict[str, Any], url: str, question: str) -> None:
-        user, channel = command.get("user_id", ""), command["channel_id"]
-        asked = f": {question}" if question else ""
-        said = f"<@{user}> asked me to analyze {url}{asked}"
-        try:
-            ts = await self.poster.post(channel, None, said)
-        except SlackApiError as exc:  # slash commands work in channels the bot is not in
-            if exc.response.get("error") not in GONE:
-                raise
-            log.info("/analyze in %s, which the bot is not in: told %s", channel, user)
-            await self.poster.respond(command.get("response_url", ""), NOT_A_MEMBER)
-            return
-        ref = ThreadRef(command.get("team_id", ""), channel, ts)
-        await self.engine.ask(ref.key, question or EXPLORE, user=user, repo_url=url)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:

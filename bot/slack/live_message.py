@@ -22,19 +22,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
-
-from bot.slack import markdown_split
-from bot.slack.agent_threads import REFUSALS
+from bot.slack import markdown_split, render, render_stream
+from bot.slack.errors import SlackError, SlackGone, SlackRefused, StreamClosed
 from bot.slack.pacing import OnWait
-from bot.slack.poster import GONE, SlackPoster
 from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
 
 log = logging.getLogger(__name__)
 
 STREAM_MARKDOWN_MAX = 11_500  # of Slack's 12,000 per message, with room to spare
 FLUSH_EVERY_S = 2.0
-ENDED = frozenset({"message_not_in_streaming_state", "stopped_by_user", "message_not_found"})
 
 Chunk = dict[str, Any]
 
@@ -42,7 +39,7 @@ Chunk = dict[str, Any]
 class LiveMessage:
     def __init__(
         self,
-        poster: SlackPoster,
+        web: SlackWeb,
         ref: ThreadRef,
         recipient: str,
         opening: list[Chunk],
@@ -51,12 +48,12 @@ class LiveMessage:
         on_wait: OnWait | None = None,
         on_stopped: Callable[[], None] | None = None,
     ) -> None:
-        self._poster, self._ref, self._recipient = poster, ref, recipient
+        self._web, self._ref, self._recipient = web, ref, recipient
         self._every_s, self._on_wait, self._on_stopped = every_s, on_wait, on_stopped
         self.ts: str | None = None
         self.open = False  # the stream takes chunks
         self.refused: str | None = None  # the workspace's error, when it refused the stream
-        self.gone: SlackApiError | None = None  # Slack's answer: the bot left the channel
+        self.gone: SlackGone | None = None  # Slack's answer: the bot left the channel
         self._queue: list[Chunk] = list(opening)
         self._last = 0.0  # when the last call went out
         self._flusher: asyncio.Task[None] | None = None
@@ -89,61 +86,60 @@ class LiveMessage:
         (what the opening tasks said) and the text go out as plain messages."""
         self._ended = True
         # cleaned whole before it is cut: a secret or a mention across a cut is still caught
-        text = self._poster.clean.text(text)
+        text = self._web.clean.text(text)
         await self._settle()
         if self.ts is None:
             for note in notes:
-                await self._poster.post(self._ref.channel, self._ref.ts, note)
+                await self._web.post(self._ref.channel, self._ref.ts, note)
             await self._post(markdown_split.split(text), blocks)
             return
         rest = markdown_split.split(text)
         if self.open:
             first, *rest = markdown_split.split(text, first_max=STREAM_MARKDOWN_MAX)
-            chunks = self._queue + ([{"type": "markdown_text", "text": first}] if first else [])
-            await self._poster.pacer.take("chat.stopStream", on_wait=self._on_wait)
+            chunks = self._queue + ([render_stream.markdown_chunk(first)] if first else [])
+            await self._web.pace("chat.stopStream", self._on_wait)
             self.open = False
             try:
-                await self._poster.stop_stream(
-                    self._ref.channel, self.ts, _merged(chunks), None if rest else blocks
+                await self._web.stop_stream(
+                    self._ref.channel,
+                    self.ts,
+                    render_stream.merged(chunks),
+                    None if rest else blocks,
                 )
                 if not rest:
                     return
-            except SlackApiError as exc:
+            except SlackError as exc:
                 _log_unless_ended(exc, "stop")
                 rest = [first, *rest]
         await self._post(rest, blocks)
 
     async def _post(self, parts: list[str], blocks: list[Chunk]) -> None:
-        parts = [p for p in parts if p.strip()] or [" "]
-        for i, part in enumerate(parts):
-            last = blocks if i == len(parts) - 1 else []
-            body = [{"type": "markdown", "text": part}, *last]
-            await self._poster.post(self._ref.channel, self._ref.ts, part[:3000], body)
+        for text, body in render.markdown_posts(parts, blocks):
+            await self._web.post(self._ref.channel, self._ref.ts, text, body)
 
     async def _flush(self) -> None:
         if self.ts is None:
-            await self._poster.pacer.take("chat.startStream", on_wait=self._on_wait)
+            await self._web.pace("chat.startStream", self._on_wait)
             await self._send(self._start)
         else:
             await asyncio.sleep(max(0.0, self._last + self._every_s - time.monotonic()))
-            await self._poster.pacer.take("chat.appendStream", on_wait=self._on_wait)
+            await self._web.pace("chat.appendStream", self._on_wait)
             await self._send(self._append)
 
     async def _send(self, call: Callable[[list[Chunk]], Awaitable[None]]) -> None:
-        chunks, self._queue = _merged(self._queue), []
+        chunks, self._queue = render_stream.merged(self._queue), []
         if not chunks:
             return
         self._last, self._sending = time.monotonic(), True
         try:
             await call(chunks)
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            if self.ts is None and error in REFUSALS:
-                self.refused = error
-            elif error == "stopped_by_user" and self._on_stopped is not None:
+        except SlackError as exc:
+            if self.ts is None and isinstance(exc, SlackRefused):
+                self.refused = exc.code
+            elif isinstance(exc, StreamClosed) and exc.by_user and self._on_stopped is not None:
                 self._on_stopped()  # someone pressed Slack's own stop on the message
-            elif error in GONE:
-                self.gone = exc  # for the run's next event to raise (see AgentRun)
+            elif isinstance(exc, SlackGone):
+                self.gone = exc  # for the run's next event to raise (see SlackRunView)
             else:
                 _log_unless_ended(exc, "start" if self.ts is None else "append to")
             self.open = False
@@ -152,13 +148,11 @@ class LiveMessage:
 
     async def _start(self, chunks: list[Chunk]) -> None:
         recipient = (self._recipient, self._ref.team)
-        self.ts = await self._poster.start_stream(
-            self._ref.channel, self._ref.ts, recipient, chunks
-        )
+        self.ts = await self._web.start_stream(self._ref.channel, self._ref.ts, recipient, chunks)
         self.open = True
 
     async def _append(self, chunks: list[Chunk]) -> None:
-        await self._poster.append_stream(self._ref.channel, str(self.ts), chunks)
+        await self._web.append_stream(self._ref.channel, str(self.ts), chunks)
 
     async def _settle(self) -> None:
         """No flusher left: one on the wire lands, one still waiting is dropped (its
@@ -171,22 +165,6 @@ class LiveMessage:
             await self._flusher
 
 
-def _merged(chunks: list[Chunk]) -> list[Chunk]:
-    """Several updates of one task as one (later fields win), where it first appeared."""
-    merged: list[Chunk] = []
-    tasks: dict[str, Chunk] = {}
-    for chunk in chunks:
-        if chunk.get("type") == "task_update" and chunk["id"] in tasks:
-            tasks[chunk["id"]].update(chunk)
-            continue
-        chunk = dict(chunk)
-        if chunk.get("type") == "task_update":
-            tasks[chunk["id"]] = chunk
-        merged.append(chunk)
-    return merged
-
-
-def _log_unless_ended(exc: SlackApiError, what: str) -> None:
-    error = exc.response.get("error")
-    if error not in ENDED:
-        log.warning("could not %s a streamed message: %s", what, error)
+def _log_unless_ended(exc: SlackError, what: str) -> None:
+    if not isinstance(exc, StreamClosed):
+        log.warning("could not %s a streamed message: %s", what, exc.code)

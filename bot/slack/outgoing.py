@@ -1,4 +1,4 @@
-"""What every payload to Slack passes through on its way out (poster.py): configured secrets
+"""What every payload to Slack passes through on its way out (web.py): configured secrets
 scrubbed, then every mention that would notify a crowd made inert.
 
 Text the bot posts comes from users (their questions, file names), files and the model, and

@@ -1,4 +1,8 @@
-"""Slack message bodies for progress, answers and notes, inside Slack's size limits."""
+"""The renderer: the Slack payloads of a run, for both UI styles, inside Slack's size
+limits. Pure: no I/O, no state. Classic: one message per step (edited when it ends), a
+status line, the answer in messages. Agent: chunks for one streamed message (a plan with a
+task per file and per step), the answer as markdown, its footer and feedback buttons.
+The texts the views say are in `notes.py`."""
 
 from __future__ import annotations
 
@@ -68,22 +72,31 @@ def tool_started(step: int, event: ToolCallStarted) -> tuple[str, list[dict[str,
     return f"Step {step}: {what}", blocks
 
 
-def tool_finished(
-    step: int, started: ToolCallStarted, event: ToolCallFinished
-) -> tuple[str, list[dict[str, Any]]]:
+def tool_finished(step: int, event: ToolCallFinished) -> tuple[str, list[dict[str, Any]]]:
+    """A step's message once it ended (the event says what ran, too)."""
     ok = event.status in ("ok", "running")
     mark = ":white_check_mark:" if ok else ":x:"
-    what = started.language or started.tool
+    what = event.language or event.tool
     facts = [event.status]
     if event.exit_code is not None:
         facts.append(f"exit {event.exit_code}")
     facts.append(f"{event.duration_s:.1f}s")
     blocks = [section(f"{mark} *Step {step}* · `{what}` · {' · '.join(facts)}")]
-    if started.code.strip():
-        blocks.append(section(code_block(started.code, CODE_MAX)))
+    if event.code.strip():
+        blocks.append(section(code_block(event.code, CODE_MAX)))
     if event.excerpt.strip():
         blocks.append(section(code_block(event.excerpt, EXCERPT_MAX)))
     return f"Step {step}: {what} {event.status}", blocks
+
+
+def status_line(label: str, steps: int, elapsed_s: float) -> str:
+    """The classic status line's text: what the run is doing, its steps and time."""
+    return f"{label} · {steps} step{'s' if steps != 1 else ''} · {elapsed_s:.0f}s"
+
+
+def note(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """A note in the thread as a message of its own (text and one section)."""
+    return text, [section(text)]
 
 
 def status(text: str, *, run_id: str | None) -> list[dict[str, Any]]:
@@ -156,26 +169,26 @@ def feedback(run_id: str) -> dict[str, Any]:
     return {"type": "context_actions", "block_id": FEEDBACK_BLOCK + run_id, "elements": [element]}
 
 
-def step_title(step: int, event: ToolCallStarted) -> str:
-    """A task's title: the step, its language and the code's first line."""
-    what = event.language or event.tool
-    first = next((line.strip() for line in event.code.splitlines() if line.strip()), "")
-    title = f"Step {step} · {what}" + (f": {first}" if first else "")
-    return title if len(title) <= 120 else title[:119] + "…"
+def answer_end(result: RunFinished, duration_s: float, run_id: str) -> list[dict[str, Any]]:
+    """The blocks under a streamed answer: its footer and the feedback buttons."""
+    return [context(footer(result, duration_s)), feedback(run_id)]
 
 
-def task_started(step: int, event: ToolCallStarted) -> dict[str, Any]:
-    details = clip(event.code.strip("\n").rstrip(), CODE_MAX)
-    chunk = {"type": "task_update", "id": event.call_id, "title": step_title(step, event)}
-    return {**chunk, "status": "in_progress", **({"details": details} if details else {})}
+def markdown_posts(parts: list[str], blocks: list[dict[str, Any]]) -> list[tuple[str, list]]:
+    """Markdown pieces as plain messages (text, blocks), `blocks` under the last."""
+    parts = [p for p in parts if p.strip()] or [" "]
+    last = len(parts) - 1
+    return [(p[:3000], [{"type": "markdown", "text": p}, *(blocks if i == last else [])])
+            for i, p in enumerate(parts)]  # fmt: skip
 
 
-def task_finished(title: str, event: ToolCallFinished) -> dict[str, Any]:
-    """A task's end. Slack wants every task_update whole (id, title, status), so the
-    title it started with goes again."""
-    ok = event.status in ("ok", "running")
-    status = "complete" if ok else "error"
-    chunk = {"type": "task_update", "id": event.call_id, "title": title, "status": status}
-    output = clip(event.excerpt.rstrip(), EXCERPT_MAX)
-    facts = f"{event.status} · {event.duration_s:.1f}s"
-    return {**chunk, "output": f"{facts}\n{output}" if output else facts}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
+
+
+def upload(name: str, content: bytes) -> dict[str, Any]:
+    """One file for files_upload_v2; an image gets alt text, so it shows inline and is
+    described to screen readers."""
+    item: dict[str, Any] = {"content": content, "filename": name, "title": name}
+    if name.lower().endswith(IMAGE_SUFFIXES):
+        item["alt_txt"] = f"Chart from the analysis: {name.rsplit('.', 1)[0]}"
+    return item

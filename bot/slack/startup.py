@@ -8,15 +8,13 @@ traceback. Each becomes one line naming what to fix (`python -m bot` exits with 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.errors import ConfigError
+from bot.slack.errors import SlackBusy, SlackError
+from bot.slack.web import probe
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +26,6 @@ APP_TOKEN_HELP = (
 )
 
 
-# Slack busy, not a verdict on the token: the app goes on connecting (and retries there).
-PASSING = frozenset({"ratelimited", "fatal_error", "internal_error", "service_unavailable"})
-
-
 class SlackSetupError(ConfigError):
     """Slack cannot be used as configured; the message names the setting to fix."""
 
@@ -39,37 +33,37 @@ class SlackSetupError(ConfigError):
 async def check_slack(bot_token: str, app_token: str, api_url: str) -> dict[str, Any] | None:
     """Raise SlackSetupError if Slack's API cannot be reached or refuses a token. Returns
     what ``auth.test`` said of the bot token (None if Slack was too busy to say)."""
-    # one try each: no retry handler (the SDK logs each retry, and a second line would only
-    # repeat the first); a supervisor's restart is the retry
-    client = AsyncWebClient(base_url=api_url, timeout=CHECK_TIMEOUT_S, retry_handlers=[])
-    testing = client.auth_test(token=bot_token)
-    bot = await _call(testing, api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP)
-    # hands out a Socket Mode URL that goes unused: the cheapest call the app token may make
-    opening = client.apps_connections_open(app_token=app_token)
-    await _call(opening, api_url, "SLACK_APP_TOKEN", APP_TOKEN_HELP)
-    return dict(bot.data) if isinstance(bot, AsyncSlackResponse) else None
+    # one try each (the SDK logs each retry, and a second line would only repeat the
+    # first); a supervisor's restart is the retry
+    identity = await _checked(api_url, "SLACK_BOT_TOKEN", BOT_TOKEN_HELP, bot=bot_token)
+    await _checked(api_url, "SLACK_APP_TOKEN", APP_TOKEN_HELP, app=app_token)
+    return identity
 
 
-async def _call(call: Awaitable[object], api_url: str, setting: str, help_text: str) -> object:
+async def _checked(api_url: str, setting: str, help_text: str, **token: str) -> dict | None:
     try:
-        return await call
-    except SlackApiError as exc:
-        error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
-        if error in PASSING or exc.response.status_code in (429, 500, 502, 503, 504):
-            log.warning("Slack could not check %s now (%s); connecting anyway", setting, error)
-            return None
-        if not error:  # not Slack's API answering (a wrong URL, a proxy's error page)
-            status = exc.response.status_code
-            raise SlackSetupError(
-                f"Slack's API at {api_url} answered HTTP {status} without a Slack reply: "
-                "check SLACK_API_URL."
-            ) from None
+        return await probe(api_url, CHECK_TIMEOUT_S, **token)
+    except (SlackError, TimeoutError, aiohttp.ClientError, OSError) as exc:
+        _verdict(exc, api_url, setting, help_text)
+        return None
+
+
+def _verdict(exc: BaseException, api_url: str, setting: str, help_text: str) -> None:
+    """Passes when Slack was only busy; raises SlackSetupError naming the fix otherwise."""
+    if isinstance(exc, SlackBusy):  # not a verdict on the token: connect (and retry there)
+        log.warning("Slack could not check %s now (%s); connecting anyway", setting, exc.code)
+        return
+    if isinstance(exc, SlackError) and not exc.code:  # a wrong URL, a proxy's error page
         raise SlackSetupError(
-            f"Slack refused {setting} ({error}): check {setting}; it should be {help_text}."
+            f"Slack's API at {api_url} answered HTTP {exc.status} without a Slack reply: "
+            "check SLACK_API_URL."
         ) from None
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        reason = str(exc) or type(exc).__name__
+    if isinstance(exc, SlackError):
         raise SlackSetupError(
-            f"Cannot reach Slack's API at {api_url} ({reason}): check SLACK_API_URL and the "
-            "network (or proxy) settings."
+            f"Slack refused {setting} ({exc.code}): check {setting}; it should be {help_text}."
         ) from None
+    reason = str(exc) or type(exc).__name__
+    raise SlackSetupError(
+        f"Cannot reach Slack's API at {api_url} ({reason}): check SLACK_API_URL and the "
+        "network (or proxy) settings."
+    ) from None

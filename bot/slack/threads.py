@@ -1,8 +1,9 @@
-"""Slack threads as engine keys."""
+"""Slack threads as engine keys, and who clicked a button in one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,3 +23,20 @@ class ThreadRef:
         if len(parts) != 3 or not parts[1] or not parts[2]:
             return None
         return cls(*parts)
+
+
+@dataclass(frozen=True)
+class Click:
+    """Who clicked one of the bot's buttons, and where (for a private answer)."""
+
+    user: str
+    channel: str
+    thread_ts: str | None = None
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Click:
+        """From a block_actions payload."""
+        message = body.get("message") or {}
+        channel = (body.get("channel") or {}).get("id") or ""
+        thread_ts = message.get("thread_ts") or message.get("ts")
+        return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)

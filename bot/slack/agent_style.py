@@ -4,8 +4,8 @@ that came with the question and per tool call, a Stop button, and at the end the
 its footer and feedback buttons. The stream starts with the first thing to show, so a run
 that only answers (or ends before Slack's limits let its stream start) is one plain
 message. Nothing here makes the run wait for Slack but its last message. A workspace that
-refuses streaming or status gets the classic rendering instead (remembered per workspace,
-logged once)."""
+refuses the status gets no agent style (`begin` says False); one that refuses the stream
+is seen in `refused`, and the run view goes on in the classic style."""
 
 from __future__ import annotations
 
@@ -14,20 +14,19 @@ import contextlib
 import logging
 import time
 
-from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import render
+from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+from bot.slack import notes, render, render_stream
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.errors import SlackGone
 from bot.slack.live_message import LiveMessage
-from bot.slack.progress import SlackProgress
 from bot.slack.threads import ThreadRef
 
 log = logging.getLogger(__name__)
 
 STATUS_REFRESH_S = 90.0  # Slack clears a status after 2 minutes without a message
-PLAN_TITLE = "Working on it"
 
 
-class AgentRun:
+class AgentStyle:
     def __init__(
         self,
         threads: AgentThreads,
@@ -40,17 +39,25 @@ class AgentRun:
         self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
         self._started = time.monotonic()
         self._refresh_s = refresh_s
-        self._steps: dict[str, str] = {}  # call id -> its task's title
-        self._loading = ["Reading the question…"]
-        self._notes: list[str] = []  # the held file notes, should the stream never start
+        self._loading = [notes.READING_QUESTION]
+        self.notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
-        self._classic: SlackProgress | None = None  # when the stream was refused mid-run
         self._refresher: asyncio.Task[None] | None = None
         self._run_task: asyncio.Task | None = None  # the run's own task, to stop it
 
     @property
     def elapsed_s(self) -> float:
         return time.monotonic() - self._started
+
+    @property
+    def refused(self) -> bool:
+        """The workspace refused the stream (the status it allowed)."""
+        return bool(self._stream.refused)
+
+    @property
+    def gone(self) -> SlackGone | None:
+        """Slack's answer, when a call in the background found the bot out of the channel."""
+        return self._stream.gone
 
     async def begin(self) -> bool:
         """Show the run; False when the workspace refuses (the caller draws it classic)."""
@@ -60,14 +67,10 @@ class AgentRun:
         # RunStarted is shown from the run's own task, the one a Stop cancels
         self._run_task = asyncio.current_task()
         held = self._threads.claim(self._ref.key)
-        self._notes = [note.text for note in held]
-        opening = [
-            {"type": "plan_update", "title": PLAN_TITLE},
-            *(note.task for note in held),
-            {"type": "blocks", "blocks": [render.stop_button(self._run_id)]},
-        ]
+        self.notes = [note.text for note in held]
+        opening = render_stream.plan_opening(self._run_id, [note.task for note in held])
         self._live = LiveMessage(
-            self._threads.poster,
+            self._threads.web,
             self._ref,
             self._user,
             opening,
@@ -79,47 +82,27 @@ class AgentRun:
         self._refresher = asyncio.create_task(self._refresh())
         return True
 
-    async def __call__(self, event: Event) -> None:
-        if self._stream.gone is not None:  # the bot left the channel: the view stops the run
-            raise self._stream.gone
-        if self._classic is None and self._stream.refused:
-            await self._go_classic()
-        if self._classic is not None:
-            await self._classic(event)
-            return
-        match event:
-            case ToolCallStarted():
-                step = len(self._steps) + 1
-                title = self._steps[event.call_id] = render.step_title(step, event)
-                self._loading = [title]
-                if self._stream.starting:  # not up yet: the status names the step meanwhile
-                    await self._threads.set_status(self._ref, self._loading)
-                self._stream.add([render.task_started(step, event)])
-            case ToolCallFinished() if event.call_id in self._steps:
-                self._stream.add([render.task_finished(self._steps[event.call_id], event)])
-            case RunFinished():
-                await self._end()
-                footer = render.context(render.footer(event, self.elapsed_s))
-                blocks = [footer, render.feedback(self._run_id)]
-                await self._stream.finish(event.answer or "_(no answer)_", blocks, self._notes)
-            case RunFailed():
-                await self.failed(event.reason)
+    async def step_started(self, step: int, event: ToolCallStarted) -> None:
+        self._loading = [render_stream.step_title(step, event)]
+        if self._stream.starting:  # not up yet: the status names the step meanwhile
+            await self._threads.set_status(self._ref, self._loading)
+        self._stream.add([render_stream.task_started(step, event)])
+
+    async def step_finished(self, step: int, event: ToolCallFinished) -> None:
+        self._stream.add([render_stream.task_finished(step, event)])
+
+    async def finished(self, event: RunFinished) -> None:
+        await self._end()
+        blocks = render.answer_end(event, self.elapsed_s, self._run_id)
+        await self._stream.finish(event.answer or notes.NO_ANSWER, blocks, self.notes)
 
     async def stopped(self, by: str | None) -> None:
-        if self._classic is not None:
-            await self._classic.stopped(by)
-            return
-        who = f" by <@{by}>" if by else ""
         await self._end()
-        said = f":octagonal_sign: Stopped{who}. Ask again when you are ready."
-        await self._stream.finish(said, [], self._notes)
+        await self._stream.finish(notes.stopped(by), [], self.notes)
 
     async def failed(self, message: str) -> None:
-        if self._classic is not None:
-            await self._classic.failed(message)
-            return
         await self._end()
-        await self._stream.finish(f":warning: {message}", [], self._notes)
+        await self._stream.finish(notes.failed(message), [], self.notes)
 
     def abandon(self) -> None:
         """The channel is gone: stop refreshing the status and streaming, with no further
@@ -128,8 +111,6 @@ class AgentRun:
             self._refresher.cancel()
         if self._live is not None:
             self._live.abandon()
-        if self._classic is not None:
-            self._classic.abandon()
 
     async def uploaded(self) -> None:
         """The run's files are on their way: a wait shown for them goes from the status
@@ -148,23 +129,12 @@ class AgentRun:
 
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""
-        note = f"Waiting about {wait_s:.0f}s for Slack (this workspace is busy)…"
-        await self._threads.set_status(self._ref, [note, *self._loading])
+        await self._threads.set_status(self._ref, [notes.slack_wait(wait_s), *self._loading])
 
     @property
     def _stream(self) -> LiveMessage:
         assert self._live is not None, "run events come after begin()"
         return self._live
-
-    async def _go_classic(self) -> None:
-        """The stream was refused after the status was not: the rest of the run in
-        classic messages, after the notes on its files."""
-        for note in self._notes:
-            await self._threads.poster.post(self._ref.channel, self._ref.ts, note)
-        self._classic = SlackProgress(
-            self._threads.poster, self._ref.channel, self._ref.ts, self._run_id
-        )
-        await self._classic.begin()
 
     async def _end(self) -> None:
         if self._refresher is not None:

@@ -1,0 +1,206 @@
+"""How a thread shows one run: a `SlackRunView` per run (the engine asks for a fresh one
+each time), a small state machine that owns what the run has shown so far and decides what
+to send next. It asks the renderer (render.py, notes.py) for payloads, a style for how the
+run looks (AgentStyle: the agent style's streamed message; ClassicStyle: messages per
+step), and the seam (web.py) to send them.
+
+    not started ─▶ streaming ─▶ finished | stopped | failed
+         │             └──────▶ classic (the stream refused) ─▶ finished | stopped | failed
+         └──────────────────▶ classic (no agent style here)
+
+When Slack says the bot is no longer in the channel (someone removed it, or the channel was
+archived), nothing more can be shown there: the view says so once in the log, stops its
+background work, and stops the run (no one would see it go on)."""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from bot.agent.events import (
+    ContextTrimmed,
+    RunFailed,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from bot.errors import BotError
+from bot.sessions.events import (
+    BudgetSpent,
+    OutputsReady,
+    RunInterrupted,
+    RunStarted,
+    RunStopped,
+    RunView,
+    SandboxSuspended,
+    SandboxWaiting,
+    SessionEvent,
+    ViewFor,
+)
+from bot.slack import notes
+from bot.slack.agent_style import AgentStyle
+from bot.slack.agent_threads import AgentThreads
+from bot.slack.classic_style import ClassicStyle
+from bot.slack.errors import SlackGone
+from bot.slack.run_extras import RunExtras
+from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
+
+log = logging.getLogger(__name__)
+
+# After these there is nothing left to stop: a gone channel only means they go unseen.
+LAST_WORDS = (
+    RunFinished,
+    RunFailed,
+    RunStopped,
+    RunInterrupted,
+    OutputsReady,
+    BudgetSpent,
+    SandboxSuspended,
+)
+
+
+class Phase(enum.Enum):
+    NOT_STARTED = "not started"
+    STREAMING = "streaming"  # the agent style's message
+    CLASSIC = "classic"  # messages per step: from the start, or fallen back
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class ChannelGone(BotError):
+    """The bot can no longer post in the thread's channel."""
+
+
+async def ignore(event: SessionEvent) -> None:
+    """The view of a key that is not a Slack thread."""
+
+
+def views(web: SlackWeb, continue_usd: float, *, agent: AgentThreads | None = None) -> ViewFor:
+    """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
+    `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
+    message, thread status), else the classic messages."""
+
+    def view_for(key: str) -> RunView:
+        ref = ThreadRef.parse(key)
+        return SlackRunView(web, ref, continue_usd, agent) if ref else ignore
+
+    return view_for
+
+
+class SlackRunView:
+    def __init__(
+        self,
+        web: SlackWeb,
+        ref: ThreadRef,
+        continue_usd: float,
+        agent: AgentThreads | None = None,
+        *,
+        refresh_s: float | None = None,
+    ) -> None:
+        self._web, self._ref, self._agent = web, ref, agent
+        self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
+        self.phase = Phase.NOT_STARTED
+        self._style: AgentStyle | ClassicStyle | None = None
+        self._streamed: AgentStyle | None = None  # the agent style, even once fallen back
+        self._steps: dict[str, int] = {}  # call id -> its step number
+        self._extras = RunExtras(web, ref, continue_usd, agent)
+        self._gone = False  # Slack said the bot is not in the channel
+
+    async def __call__(self, event: SessionEvent) -> None:
+        if self._gone:
+            return
+        try:
+            await self._show(event)
+        except SlackGone as exc:
+            self._lose_channel(exc.code)
+            if not isinstance(event, LAST_WORDS):
+                raise ChannelGone(notes.channel_gone(exc.code)) from None
+
+    def _lose_channel(self, error: str) -> None:
+        self._gone = True
+        for style in {self._style, self._streamed} - {None}:
+            style.abandon()  # type: ignore[union-attr]
+        log.warning(
+            "Slack answered %s for channel %s: the bot is not in it (any more), so the work in "
+            "thread %s stops here. Invite the bot back to the channel to go on.",
+            error, self._ref.channel, self._ref.ts,
+        )  # fmt: skip
+
+    async def _show(self, event: SessionEvent) -> None:
+        match event:
+            case RunStarted():
+                await self._begin(event)
+            case OutputsReady():
+                await self._extras.outputs(event.files, self._streamed)
+            case RunStopped():
+                self.phase = Phase.STOPPED
+                await self._run.stopped(event.by)
+            case RunInterrupted(why="shutdown"):
+                self.phase = Phase.FAILED
+                await self._run.failed(notes.SHUTDOWN)
+            case RunInterrupted():
+                await self._extras.say(notes.INTERRUPTED)
+            case BudgetSpent():
+                await self._extras.budget_spent(event)
+            case SandboxWaiting(limit=limit):
+                await self._extras.say(notes.WAITING.format(limit=limit))
+            case ContextTrimmed(kind="compacted"):
+                await self._extras.say(notes.COMPACTED)
+            case SandboxSuspended(kept_s=kept_s):
+                await self._extras.say(notes.suspended(kept_s))
+            case _:
+                await self._agent_event(event)
+
+    async def _begin(self, event: RunStarted) -> None:
+        """The agent style where the workspace allows it, else the classic one."""
+        self._extras.run_id = event.run_id
+        if self._agent is not None and self._agent.allowed(self._ref.team):
+            extra = {"refresh_s": self._refresh_s} if self._refresh_s else {}
+            agent = AgentStyle(self._agent, self._ref, event.run_id, event.user, **extra)
+            if await agent.begin():
+                self._style = self._streamed = agent
+                self.phase = Phase.STREAMING
+                return
+        await self._classic(event.run_id)
+
+    async def _classic(self, run_id: str) -> None:
+        self._style = ClassicStyle(self._web, self._ref.channel, self._ref.ts, run_id)
+        self.phase = Phase.CLASSIC
+        await self._style.begin()
+
+    async def _agent_event(self, event: SessionEvent) -> None:
+        run = self._run
+        if self.phase is Phase.STREAMING and self._streamed is not None:
+            if self._streamed.gone is not None:  # the bot left the channel: stop the run
+                raise self._streamed.gone
+            if self._streamed.refused:
+                await self._fall_back(self._streamed)
+                run = self._run
+        match event:
+            case ToolCallStarted():
+                step = self._steps[event.call_id] = len(self._steps) + 1
+                await run.step_started(step, event)
+            case ToolCallFinished() if event.call_id in self._steps:
+                await run.step_finished(self._steps[event.call_id], event)
+            case RunFinished():
+                self.phase = Phase.FINISHED
+                self._extras.finished = event
+                await run.finished(event)
+            case RunFailed():
+                self.phase = Phase.FAILED
+                await run.failed(event.reason)
+
+    async def _fall_back(self, agent: AgentStyle) -> None:
+        """The stream was refused after the status was not: the rest of the run in
+        classic messages, after the notes on its files."""
+        agent.abandon()
+        for note in agent.notes:
+            await self._web.post(self._ref.channel, self._ref.ts, note)
+        await self._classic(self._extras.run_id)
+
+    @property
+    def _run(self) -> AgentStyle | ClassicStyle:
+        assert self._style is not None, "run events come after RunStarted"
+        return self._style

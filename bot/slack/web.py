@@ -1,0 +1,236 @@
+"""The bot's one seam to Slack's Web API: every call goes out from here, paced to stay
+inside Slack's rate tiers (pacing.py), its payload cleaned (outgoing.py: secrets, crowd
+mentions), and Slack's refusals read into the bot's own errors (errors.py).
+
+Posts go out in order, a few at once at most per channel; edits of one message are
+coalesced (only the newest text is sent). A 429 that still comes (another process sharing
+the workspace's limits, say) is waited out by the client's retry handler (Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from bot.scrub import NO_SECRETS, Scrubber
+from bot.slack.edits import Edits
+from bot.slack.errors import SlackError, slack_error
+from bot.slack.outgoing import Outgoing
+from bot.slack.pacing import OnWait, Pacer
+
+log = logging.getLogger(__name__)
+
+# No link previews: Slack fetches a link it unfurls, so an answer steered by a hostile file
+# could send data to any server just by naming it. The SDK takes these on chat.postMessage;
+# chat.postEphemeral and chat.update get them too (passed on as extra arguments).
+NO_UNFURLS = {"unfurl_links": False, "unfurl_media": False}
+
+
+def build_client(
+    token: str,
+    api_url: str,
+    session: aiohttp.ClientSession | None = None,
+    watcher: AsyncRetryHandler | None = None,
+) -> AsyncWebClient:
+    """One Web API client; 429s are waited out (Retry-After), dropped connections retried.
+    With `session`, calls reuse its connections instead of opening one each; `watcher` is
+    asked about every attempt before the handlers that retry (it counts errors)."""
+    return AsyncWebClient(
+        token=token,
+        base_url=api_url,
+        session=session,
+        retry_handlers=[
+            *([watcher] if watcher else []),
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=4),
+        ],
+    )
+
+
+async def answer(method: str, call: Awaitable[Any]) -> Any:
+    """`call`'s response; Slack's refusal as the bot's SlackError."""
+    try:
+        return await call
+    except SlackApiError as exc:
+        data = exc.response.data
+        code = str(data.get("error") or "") if isinstance(data, dict) else ""
+        raise slack_error(method, code, exc.response.status_code) from None
+
+
+async def probe(api_url: str, timeout_s: float, *, bot: str = "", app: str = "") -> dict:
+    """What Slack says of a bot token (auth.test) or, without one, of an app token
+    (apps.connections.open: the cheapest call it may make). One try, no retry handler."""
+    client = AsyncWebClient(base_url=api_url, timeout=timeout_s, retry_handlers=[])
+    if bot:
+        return dict((await answer("auth.test", client.auth_test(token=bot))).data)
+    call = client.apps_connections_open(app_token=app)  # its Socket Mode URL goes unused
+    return dict((await answer("apps.connections.open", call)).data)
+
+
+class SlackWeb:
+    def __init__(
+        self, client: AsyncWebClient, *, rate_scale: float = 1.0, scrubber: Scrubber = NO_SECRETS
+    ) -> None:
+        self.client = client
+        self.clean = Outgoing(scrubber)  # every payload passes it: secrets, crowd mentions
+        self.pacer = Pacer(rate_scale)
+        self._replied: dict[tuple[str, str], float] = {}  # thread -> its last reply from us
+        self._background: set[asyncio.Task[None]] = set()  # reactions on their way
+        self.edits = Edits(self.update)  # chat.update, coalesced per message
+
+    async def pace(self, method: str, on_wait: OnWait | None = None) -> None:
+        """Wait for `method`'s turn. The stream calls are paced by the view before it sends
+        them, so that what it adds meanwhile goes with the call."""
+        await self.pacer.take(method, on_wait=on_wait)
+
+    async def _call(self, method: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        await self.pacer.take(method)
+        return await answer(method, call())
+
+    async def post(
+        self, channel: str, thread_ts: str | None, text: str, blocks: list[dict] | None = None
+    ) -> str:
+        """Post a message (in a thread when `thread_ts`); returns its ts."""
+        await self.pacer.take("chat.postMessage", channel)
+        response = await answer(
+            "chat.postMessage",
+            self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=self.clean.text(text),
+                blocks=self.clean.data(blocks), **NO_UNFURLS,
+            ),
+        )  # fmt: skip
+        self._reply(channel, thread_ts)
+        return str(response["ts"])
+
+    async def update(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
+        """Replace a message's content now (`edits` coalesces a run's edits)."""
+        call = lambda: self.client.chat_update(  # noqa: E731
+            channel=channel, ts=ts, text=self.clean.text(text), blocks=self.clean.data(blocks),
+            **NO_UNFURLS,
+        )  # fmt: skip
+        await self._call("chat.update", call)
+
+    def replied_at(self, channel: str, thread_ts: str) -> float:
+        """When the bot last posted in the thread (0 if never, in this process)."""
+        return self._replied.get((channel, thread_ts), 0.0)
+
+    def _reply(self, channel: str, thread_ts: str | None) -> None:
+        if thread_ts:
+            self._replied[(channel, thread_ts)] = time.monotonic()
+
+    def react(self, channel: str, ts: str, name: str) -> None:
+        """Add a reaction soon, in the background: reactions share a workspace-wide tier (50
+        a minute), and a question must not wait for its :eyes: before its run starts."""
+        task = asyncio.create_task(self._react(channel, ts, name))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _react(self, channel: str, ts: str, name: str) -> None:
+        try:
+            call = lambda: self.client.reactions_add(channel=channel, timestamp=ts, name=name)  # noqa: E731
+            await self._call("reactions.add", call)
+        except SlackError as exc:
+            if exc.code != "already_reacted":
+                log.warning("could not add :%s: to %s: %s", name, ts, exc.code)
+
+    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
+        call = lambda: self.client.chat_postEphemeral(  # noqa: E731
+            channel=channel, user=user, text=self.clean.text(text), thread_ts=thread_ts,
+            **NO_UNFURLS,
+        )  # fmt: skip
+        await self._call("chat.postEphemeral", call)
+
+    async def respond(self, response_url: str, text: str) -> None:
+        """A private reply to a slash command through its response_url, which works even
+        where the bot cannot post (a channel it is not in)."""
+        webhook = AsyncWebhookClient(response_url, session=self.client.session)
+        response = await webhook.send(
+            text=self.clean.text(text), response_type="ephemeral", **NO_UNFURLS
+        )
+        if response.status_code != 200:
+            log.warning("could not answer a slash command: HTTP %s", response.status_code)
+
+    async def upload(
+        self, channel: str, thread_ts: str, files: list[dict[str, Any]], on_wait: OnWait | None
+    ) -> None:
+        """Attach files to a thread (files_upload_v2), their contents scrubbed. Slack shares
+        them a moment later, and its answer names no message: this is no reply of ours
+        that would clear the thread's status."""
+        await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
+        clean = [
+            {**self.clean.data({k: v for k, v in f.items() if k != "content"}),
+             "content": self.clean.bytes(f["content"])}
+            for f in files
+        ]  # fmt: skip
+        call = self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
+        await answer("files.upload", call)
+
+    async def set_status(
+        self, channel: str, thread_ts: str, status: str, loading: list[str] | None = None
+    ) -> None:
+        """The thread's status line ("is analyzing…"); "" clears it."""
+        call = lambda: self.client.assistant_threads_setStatus(  # noqa: E731
+            channel_id=channel, thread_ts=thread_ts, status=self.clean.text(status),
+            loading_messages=[self.clean.text(m) for m in loading] if loading else None,
+        )  # fmt: skip
+        await self._call("assistant.threads.setStatus", call)
+
+    async def start_stream(
+        self, channel: str, thread_ts: str, recipient: tuple[str, str], chunks: list[dict]
+    ) -> str:
+        """Start a streamed reply in a thread, for (user, team); returns its ts (paced by
+        the caller, see `pace`)."""
+        call = self.client.chat_startStream(
+            channel=channel, thread_ts=thread_ts, recipient_user_id=recipient[0],
+            recipient_team_id=recipient[1], chunks=self.clean.data(chunks),
+            task_display_mode="plan",
+        )  # fmt: skip
+        response = await answer("chat.startStream", call)
+        self._reply(channel, thread_ts)
+        return str(response["ts"])
+
+    async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
+        call = self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.clean.data(chunks))
+        await answer("chat.appendStream", call)
+
+    async def stop_stream(
+        self, channel: str, ts: str, chunks: list[dict], blocks: list[dict] | None
+    ) -> None:
+        """End a stream with its last `chunks` and `blocks` at the bottom."""
+        call = self.client.chat_stopStream(
+            channel=channel, ts=ts, chunks=self.clean.data(chunks) or None,
+            blocks=self.clean.data(blocks),
+        )  # fmt: skip
+        await answer("chat.stopStream", call)
+
+    async def set_title(self, channel: str, thread_ts: str, title: str) -> None:
+        """A DM thread's title (agent and assistant views)."""
+        call = lambda: self.client.assistant_threads_setTitle(  # noqa: E731
+            channel_id=channel, thread_ts=thread_ts, title=self.clean.text(title)
+        )
+        await self._call("assistant.threads.setTitle", call)
+
+    async def suggest(self, channel: str, thread_ts: str | None, prompts: list[dict]) -> None:
+        """Suggested prompts for a DM (pinned to its Messages tab without `thread_ts`)."""
+        call = lambda: self.client.assistant_threads_setSuggestedPrompts(  # noqa: E731
+            channel_id=channel, thread_ts=thread_ts, prompts=self.clean.data(prompts)
+        )
+        await self._call("assistant.threads.setSuggestedPrompts", call)
+
+    async def file_info(self, file_id: str) -> dict[str, Any]:
+        """A file's whole object (files.info)."""
+        response = await self._call("files.info", lambda: self.client.files_info(file=file_id))
+        return dict(response["file"])
