@@ -22,7 +22,7 @@ from bot.sandbox.repo_net import FetchRules, parse_networks
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
-from bot.sessions.events import ViewFor
+from bot.sessions.events import Observer, ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.retry import Backoff
@@ -93,9 +93,11 @@ class Runtime:
         opener_for: OpenerFor,
         *,
         coord: Coordinator | None = None,
+        observers: Callable[[], Observer] | None = None,
     ) -> Engine:
         """`coord`: the replicas' leases, through which a thread held elsewhere is claimed
-        before it is reaped (None: this process alone)."""
+        before it is reaped (None: this process alone). `observers`: what hears every
+        view's events first (metrics)."""
         s = self.settings
         return Engine(
             store,
@@ -104,6 +106,7 @@ class Runtime:
             opener_for,
             claim=_claim_with(coord) if coord else None,
             release=coord.release if coord else None,
+            observers=observers,
             budgets=Budgets.from_settings(s),
             idle_timeout_s=s.session_idle_timeout,
             idle_action=s.session_idle_action,

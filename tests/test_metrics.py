@@ -13,6 +13,7 @@ from bot.coord import LocalCoordinator
 from bot.errors import ConfigError
 from bot.monitoring import Metrics, metered
 from bot.sessions.events import RunInterrupted, RunStarted, RunStopped, SessionEvent
+from bot.sessions.run import observed
 from bot.settings import load_settings
 from bot.store import NotFound, SqliteStore, Store, StoreError
 from tests.test_store import session
@@ -42,12 +43,13 @@ class Shown:
 
 
 async def test_the_observer_counts_each_event_once_and_passes_it_on() -> None:
+    """Each view the engine makes is heard by a fresh counter first (`Engine(observers=)`)."""
     metrics = Metrics()
     shown = Shown()
     views = [shown, Shown(fail=True), Shown()]
-    observed = metrics.observe(lambda key: views.pop(0))
+    view_for = observed(lambda key: views.pop(0), metrics.counter)
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=100, cache_write_5m_tokens=7)
-    first, failing, restart_note = observed("k"), observed("k"), observed("k")
+    first, failing, restart_note = view_for("k"), view_for("k"), view_for("k")
 
     events: list[SessionEvent] = [
         RunStarted("r1", "q", 1.0),

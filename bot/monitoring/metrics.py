@@ -15,12 +15,11 @@ from bot.agent.events import ContextTrimmed, ModelTurn, RunFailed, RunFinished, 
 from bot.agent.tools import TOOLS
 from bot.agent.usage import Usage
 from bot.sessions.events import (
+    Observer,
     RunInterrupted,
     RunStarted,
     RunStopped,
-    RunView,
     SessionEvent,
-    ViewFor,
 )
 
 Service = Literal["slack", "anthropic", "sandbox", "store"]
@@ -102,13 +101,9 @@ class Metrics:
             raise ValueError(f"unknown service {service!r}")
         self.errors.labels(service).inc()
 
-    def observe(self, view_for: ViewFor) -> ViewFor:
-        """`view_for` whose views count every event before showing it."""
-
-        def observed(key: str) -> RunView:
-            return _Observed(self, view_for(key))
-
-        return observed
+    def counter(self) -> Observer:
+        """What counts one view's events (the engine asks for one per view it makes)."""
+        return _RunCounter(self)
 
     def count_usage(self, usage: Usage, cost_usd: float | None) -> None:
         for kind, tokens in zip(TOKEN_KINDS, _token_counts(usage), strict=True):
@@ -128,18 +123,16 @@ class Metrics:
         self.tool_calls.labels(tool, status).inc()
 
 
-class _Observed:
-    """One run's view (the engine asks for a fresh one per run), counting what it is shown.
-    Counted before it is shown, so a view that fails loses no count."""
+class _RunCounter:
+    """Counts what one run's view is shown; the engine calls it before the view, so a view
+    that fails loses no count."""
 
-    def __init__(self, metrics: Metrics, view: RunView) -> None:
+    def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
-        self._view = view
         self._ended = False
 
-    async def __call__(self, event: SessionEvent) -> None:
+    def __call__(self, event: SessionEvent) -> None:
         self._count(event)
-        await self._view(event)
 
     def _count(self, event: SessionEvent) -> None:
         metrics = self._metrics

@@ -22,6 +22,7 @@ from bot.datacard import DataCard
 from bot.sessions.budget import Budgets
 from bot.sessions.events import (
     BudgetSpent,
+    Observer,
     OutputsReady,
     RunInterrupted,
     RunStarted,
@@ -32,7 +33,7 @@ from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
 from bot.sessions.lifecycle import Claim, IdleAction, Lifecycle, Release
 from bot.sessions.retry import Backoff
-from bot.sessions.run import RecordingView, ask_watching_sandbox, failure
+from bot.sessions.run import RecordingView, ask_watching_sandbox, failure, observed
 from bot.sessions.session import Intake, Session
 from bot.sessions.thread import RunResult, ThreadState
 from bot.store.base import Fenced, FileRecord, RunOutcome, RunRecord, SessionRecord, Store
@@ -61,11 +62,15 @@ class Engine:
         clock: Callable[[], float] = time.time,
         claim: Claim | None = None,
         release: Release | None = None,
+        observers: Callable[[], Observer] | None = None,
     ) -> None:
         """`claim` and `release`: how this process takes a thread it does not hold, to reap
-        it, and lets it go after (replicas); alone, every thread is its own."""
+        it, and lets it go after (replicas); alone, every thread is its own. `observers`
+        makes what hears each view's events before it does (metrics)."""
         self._store = store
         self._sessions = sessions
+        if observers is not None:
+            view_for = observed(view_for, observers)
         self._view_for = view_for
         self._opener_for = opener_for
         self._budgets = budgets

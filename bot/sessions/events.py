@@ -86,3 +86,5 @@ class RunView(Protocol):
 
 
 ViewFor = Callable[[str], RunView]
+# Hears every event a view is shown, before it (metrics); one per view.
+Observer = Callable[[SessionEvent], None]

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 
 from bot.agent.events import (
     Event,
@@ -17,7 +18,7 @@ from bot.agent.events import (
 )
 from bot.agent.usage import Usage
 from bot.errors import BotError, SandboxError
-from bot.sessions.events import RunView, SessionEvent
+from bot.sessions.events import Observer, RunView, SessionEvent, ViewFor
 from bot.sessions.session import Session
 from bot.store.base import Store, ToolCallRecord
 
@@ -59,6 +60,22 @@ async def ask_watching_sandbox(
             task.cancel()
         if ready.done() and not ready.cancelled():
             ready.exception()  # seen here; the run reports it, or the tools did
+
+
+class ObservedView:
+    """A view whose events an observer hears first (metrics count; they do not show)."""
+
+    def __init__(self, view: RunView, observer: Observer) -> None:
+        self._view, self._observer = view, observer
+
+    async def __call__(self, event: SessionEvent) -> None:
+        self._observer(event)
+        await self._view(event)
+
+
+def observed(view_for: ViewFor, observers: Callable[[], Observer]) -> ViewFor:
+    """Each view `view_for` makes, heard first by an observer of its own."""
+    return lambda key: ObservedView(view_for(key), observers())
 
 
 class RecordingView:

@@ -187,11 +187,11 @@ async def serve(
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
     agent = AgentThreads(web) if settings.slack_ui == "agent" else None
-    shown = views(web, settings.max_cost_usd_per_run, agent=agent)
-    view_for = metrics.observe(shown)  # every event counted on its way to the thread
+    view_for = views(web, settings.max_cost_usd_per_run, agent=agent)
+
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731
-    engine = runtime.engine(store, view_for, opener, coord=coord)
+    engine = runtime.engine(store, view_for, opener, coord=coord, observers=metrics.counter)
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
     bot = SlackListeners(engine, web, files, policy=policy, store=store, agent=agent, coord=coord)
