@@ -234,7 +234,7 @@ class Timings:
         from slack_sdk.web.async_client import AsyncWebClient
 
         import bot.agent.loop
-        from bot.slack.edits import Edits
+        from bot.slack.web.edits import Edits
         from bot.store.sqlite import SqliteStore
 
         timings = self

@@ -12,7 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.scrub import REDACTED, Scrubber
 from bot.slack.markdown_split import PIECE_MAX
-from bot.slack.outgoing import Outgoing
+from bot.slack.web.outgoing import Outgoing
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack.outgoing import broadcasts

@@ -17,9 +17,9 @@ import time
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import notes, render, render_stream
 from bot.slack.agent_threads import AgentThreads
-from bot.slack.errors import SlackGone
-from bot.slack.live_message import LiveMessage
 from bot.slack.threads import ThreadRef
+from bot.slack.web.errors import SlackGone
+from bot.slack.web.stream import LiveMessage
 
 log = logging.getLogger(__name__)
 

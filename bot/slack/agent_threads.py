@@ -11,9 +11,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from bot.slack.errors import SlackError, SlackRefused
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
+from bot.slack.web.errors import SlackError, SlackRefused
 
 log = logging.getLogger(__name__)
 

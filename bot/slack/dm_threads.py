@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 
 from bot.slack.agent_threads import SUGGESTED_PROMPTS
-from bot.slack.errors import SlackError
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
+from bot.slack.web.errors import SlackError
 
 log = logging.getLogger(__name__)
 TITLE_MAX = 60

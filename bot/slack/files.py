@@ -21,8 +21,8 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from bot.errors import BotError
-from bot.slack.errors import SlackError
 from bot.slack.web import SlackWeb, build_client
+from bot.slack.web.errors import SlackError
 
 MAX_REDIRECTS = 3
 SLACK_DOMAINS = ("slack.com", "slack-edge.com", "slack-files.com")

@@ -41,10 +41,10 @@ from bot.slack import notes
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.classic_style import ClassicStyle
-from bot.slack.errors import SlackGone
 from bot.slack.run_extras import RunExtras
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
+from bot.slack.web.errors import SlackGone
 
 log = logging.getLogger(__name__)
 

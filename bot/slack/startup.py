@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 
 from bot.errors import ConfigError
-from bot.slack.errors import SlackBusy, SlackError
 from bot.slack.web import probe
+from bot.slack.web.errors import SlackBusy, SlackError
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from bot.slack.errors import SlackError
+from bot.slack.web.errors import SlackError
 
 log = logging.getLogger(__name__)
 

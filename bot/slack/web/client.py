@@ -26,10 +26,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.scrub import NO_SECRETS, Scrubber
-from bot.slack.edits import Edits
-from bot.slack.errors import SlackError, slack_error
-from bot.slack.outgoing import Outgoing
-from bot.slack.pacing import OnWait, Pacer
+from bot.slack.web.edits import Edits
+from bot.slack.web.errors import SlackError, slack_error
+from bot.slack.web.outgoing import Outgoing
+from bot.slack.web.pacing import OnWait, Pacer
 
 log = logging.getLogger(__name__)
 

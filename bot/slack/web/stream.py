@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.slack import markdown_split, render, render_stream
-from bot.slack.errors import SlackError, SlackGone, SlackRefused, StreamClosed
-from bot.slack.pacing import OnWait
 from bot.slack.threads import ThreadRef
-from bot.slack.web import SlackWeb
+from bot.slack.web.client import SlackWeb
+from bot.slack.web.errors import SlackError, SlackGone, SlackRefused, StreamClosed
+from bot.slack.web.pacing import OnWait
 
 log = logging.getLogger(__name__)
 
