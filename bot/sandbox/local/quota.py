@@ -9,9 +9,9 @@ the quota, every 20 ms close to it). As soon as they pass the quota it kills eve
 the sandbox (a writer at page-cache speed gets a few tens of MB past it first).
 The folders are work/, data/, and the container's /tmp and /dev/shm (on disk under the
 sandbox's folder, not in RAM).
-A session already over its quota (a file uploaded before the limit was lowered, say) may
-still run code that deletes files: the sandbox is stopped only when its folders grow past
-`max(quota, what they held when the watching began)`.
+A session already over its quota (a file uploaded before the limit was lowered, or what a
+writer left as it was stopped) may still run code that deletes files: the sandbox is
+stopped only when its folders grow past `max(quota, what they held when the call began)`.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class DiskQuota:
         self._watches: set[Watch] = set()
         self._watcher: asyncio.Task[None] | None = None
         self.unseen = False  # fired while no call watched: the next call's result says so
+        self._rebase = False
 
     def hold(self, *, call: bool = False) -> Watch:
         """Watch from now until `release`: the watcher runs while any watch is held."""
@@ -75,6 +76,8 @@ class DiskQuota:
         self._watches.add(watch)
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._watch())
+        elif call:
+            self._rebase = True  # a new call is judged by what it adds, not what it found
         return watch
 
     def release(self, watch: Watch) -> None:
@@ -108,12 +111,17 @@ class DiskQuota:
         while True:
             started = time.monotonic()
             used = await asyncio.to_thread(hostfs.usage, self.folders)
+            if self._rebase:
+                self._rebase, ceiling = False, self._ceiling(used)
             if used.bytes > ceiling.bytes or used.inodes > ceiling.inodes:
                 self._fire()
                 # Shielded: the containers' end releases their watches, which may cancel
                 # this task before the stopping is done.
                 await asyncio.shield(self._stop_all())
-                ceiling = self._ceiling(used)  # what is left is for the model to clean up
+                # What is left, measured once the writers are dead (they wrote on while
+                # being stopped), is for the model to clean up.
+                used = await asyncio.to_thread(hostfs.usage, self.folders)
+                ceiling = self._ceiling(used)
             await asyncio.sleep(self._pause(ceiling, used, time.monotonic() - started))
 
     def _fire(self) -> None:
@@ -122,6 +130,7 @@ class DiskQuota:
         self.unseen = self.unseen or not any(watch.call for watch in self._watches)
 
     def _ceiling(self, used: Usage) -> Usage:
+        """What the folders may hold: the quota, or what they hold now if more."""
         inodes = max(self.max_files, used.inodes) if self.max_files else 1 << 62
         return Usage(max(self.limit, used.bytes), inodes)
 
