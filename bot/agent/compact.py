@@ -14,7 +14,7 @@ import anthropic
 from anthropic.types import Message
 
 from bot.agent.model import RetryPolicy, create_message
-from bot.agent.trim import VARIABLES
+from bot.agent.trim import VARIABLES, blocks
 from bot.sandbox.base import WORK_DIR
 
 INSTRUCTIONS = (
@@ -83,7 +83,7 @@ def transcript(history: list[dict[str, Any]], budget_chars: int) -> str:
 def _entries(history: list[dict[str, Any]], output_chars: int, code_chars: int) -> Iterator[str]:
     steps: dict[str, int] = {}
     for message in history:
-        for block in _blocks(message):
+        for block in blocks(message):
             kind = block.get("type")
             if kind == "text" and block.get("text", "").strip():
                 who = "User" if message["role"] == "user" else "Assistant"
@@ -102,7 +102,7 @@ def _latest_exchange(history: list[dict[str, Any]]) -> str:
     """The latest question (a user text) and the answer after it, clipped."""
     question = answer = ""
     for message in history:
-        texts = [b["text"] for b in _blocks(message) if b.get("type") == "text"]
+        texts = [b["text"] for b in blocks(message) if b.get("type") == "text"]
         if message["role"] == "user" and texts:
             question, answer = texts[-1], ""
         elif message["role"] == "assistant" and texts:
@@ -110,11 +110,6 @@ def _latest_exchange(history: list[dict[str, Any]]) -> str:
     if not question or question.startswith(HEADER[:40]):
         return ""
     return _clip(f"Question: {question}\nAnswer: {answer or '(none yet)'}", LATEST_CHARS)
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
 
 
 def _code(block: dict[str, Any]) -> str:

@@ -59,9 +59,10 @@ class ContextKeeper:
         read the history as sent), and what the server edited (as events)."""
         prompt = Usage.from_api(message.usage).prompt_tokens
         self._fixed_chars = len(json.dumps([params["system"], params["tools"]]))
-        edits = server_edits(message, prompt) if "betas" in params else []
+        edits: list[ContextTrimmed] = []
         if "betas" in params:
             self.editing.answered(message)
+            edits = server_edits(message, prompt)
         if prompt and not edits and not trim.has_compaction(params["messages"]):
             self._per_char = prompt / (self._fixed_chars + trim.size(params["messages"]))
         return edits
@@ -92,7 +93,7 @@ class ContextKeeper:
         """The bot's own compaction: the whole history becomes a summary. Raises ModelError
         when the summarising call fails."""
         window = await self._window()
-        budget = min(window * SUMMARY_SHARE, max((await self.thresholds()).compact, 1))
+        budget = min(window * SUMMARY_SHARE, Thresholds.of(self.editing.config, window).compact)
         cap = await self._limits.max_tokens(compact.SUMMARY_TOKENS) if self._limits else 4096
         summary, message = await compact.summarise(
             self._client,
@@ -108,8 +109,8 @@ class ContextKeeper:
         return _rewrite(new, history, "compacted", "bot", before, after, summary_call=message)
 
     def _clear(self, history: list[dict[str, Any]], t: Thresholds, before: int) -> Rewrite | None:
-        # Down to three quarters of the threshold, and never less than `clear_at_least`: a
-        # clearing rewrites the prompt cache from its first edit on.
+        # Down to `clear - clear_at_least`, and never less than `clear_at_least`: a clearing
+        # rewrites the prompt cache from its first edit on, so it should not come often.
         want = max(t.clear_at_least, before - (t.clear - t.clear_at_least))
         cleared, count = trim.clear_results(history, t.keep, int(want / self._per_char))
         after = self.estimate(cleared)

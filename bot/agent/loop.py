@@ -34,6 +34,7 @@ from bot.agent.models import ModelLimits
 from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
 from bot.agent.totals import RunTotals
+from bot.agent.trim import drop_thinking
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ TRUNCATED_CALL_NOTE = (
     "run. Send shorter code, or split the work into several calls."
 )
 TERMINAL_STOPS = {"end_turn", "stop_sequence"}
-THINKING_KINDS = ("thinking", "redacted_thinking")
 FULL_WINDOW_NOTE = (
     "This conversation has filled the model's context window, even summarised. Start a new "
     "conversation to go on (attach the files there again)."
@@ -124,8 +124,7 @@ class Agent:
             model = message.get(MODEL_KEY)
             if message["role"] != "assistant" or model in (None, self._config.model):
                 continue
-            kept = [b for b in message["content"] if b.get("type") not in THINKING_KINDS]
-            message["content"] = kept or [{"type": "text", "text": "(no visible reply)"}]
+            drop_thinking(message)
 
     async def run(
         self,

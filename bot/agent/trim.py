@@ -39,7 +39,7 @@ def rewritable(history: list[dict[str, Any]]) -> bool:
     tool call: a tool loop being continued needs that turn's thinking as it was sent."""
     for message in reversed(history):
         if message["role"] == "assistant":
-            return not any(b.get("type") == "tool_use" for b in _blocks(message))
+            return not any(b.get("type") == "tool_use" for b in blocks(message))
     return True
 
 
@@ -66,13 +66,13 @@ def prune_compacted(history: list[dict[str, Any]]) -> list[dict[str, Any]] | Non
     """After the server compacted, what it no longer reads (everything before its latest
     compaction block) is dropped from the saved history; None when there is nothing to drop."""
     for i in range(len(history) - 1, -1, -1):
-        blocks = _blocks(history[i])
-        at = [j for j, b in enumerate(blocks) if b.get("type") == "compaction"]
+        content = blocks(history[i])
+        at = [j for j, b in enumerate(content) if b.get("type") == "compaction"]
         if history[i]["role"] != "assistant" or not at:
             continue
         if i == 1 and at[-1] == 0 and history[0]["content"] == [dict(BEFORE_SUMMARY)]:
             return None  # pruned already
-        kept = [{"role": "assistant", "content": blocks[at[-1] :]}, *history[i + 1 :]]
+        kept = [{"role": "assistant", "content": content[at[-1] :]}, *history[i + 1 :]]
         return strip_thinking(
             [{"role": "user", "content": [dict(BEFORE_SUMMARY)]}, *copy.deepcopy(kept)]
         )
@@ -80,7 +80,7 @@ def prune_compacted(history: list[dict[str, Any]]) -> list[dict[str, Any]] | Non
 
 
 def has_compaction(history: list[dict[str, Any]]) -> bool:
-    return any(b.get("type") == "compaction" for m in history for b in _blocks(m))
+    return any(b.get("type") == "compaction" for m in history for b in blocks(m))
 
 
 def changed(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,10 +92,16 @@ def changed(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> list[dict[s
 def strip_thinking(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every assistant turn without its thinking blocks."""
     for message in history:
-        if message["role"] == "assistant" and isinstance(message["content"], list):
-            kept = [b for b in message["content"] if b.get("type") not in THINKING_KINDS]
-            message["content"] = kept or [dict(NO_REPLY)]
+        if message["role"] == "assistant":
+            drop_thinking(message)
     return history
+
+
+def drop_thinking(message: dict[str, Any]) -> None:
+    """One assistant turn without its thinking blocks (a turn of nothing else says so)."""
+    if isinstance(message["content"], list):
+        kept = [b for b in message["content"] if b.get("type") not in THINKING_KINDS]
+        message["content"] = kept or [dict(NO_REPLY)]
 
 
 def _results(history: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -122,6 +128,7 @@ def _first_line(output: str) -> str:
     return f"({status}) “{line}”." if status else f"“{line}”."
 
 
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's content as blocks (a saved plain string is one text block)."""
     content = message["content"]
     return content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
