@@ -119,6 +119,16 @@ async def test_session_round_trip_and_update(store: Store) -> None:
     assert await store.get_session(record.key) == expected
 
 
+async def test_the_report_canvas_is_kept_with_the_session_and_outlives_a_save(store: Store) -> None:
+    record = session()
+    await store.save_session(record)
+    canvas = '{"id": "F0CANVAS1", "sha": "ab12"}'
+    await store.update_session(record.key, canvas=canvas)
+    assert (await store.get_session(record.key)).canvas == canvas
+    await store.save_session(dataclasses.replace(record, last_activity=400.0))
+    assert (await store.get_session(record.key)).canvas == canvas  # the store's own field
+
+
 async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: Store) -> None:
     await store.save_session(session())
     await store.save_history(session().key, [{"role": "user", "content": "hi"}])

@@ -20,7 +20,7 @@ RunOutcome = Literal["finished", "failed", "stopped", "interrupted"]
 RUN_OUTCOMES: tuple[RunOutcome, ...] = ("finished", "failed", "stopped", "interrupted")
 
 # The session fields `update_session` may change; the rest are fixed when it is made.
-SESSION_UPDATABLE = frozenset({"sandbox_id", "state", "last_activity", "repo_url"})
+SESSION_UPDATABLE = frozenset({"sandbox_id", "state", "last_activity", "repo_url", "canvas"})
 
 
 class StoreError(Exception):
@@ -58,6 +58,9 @@ class SessionRecord:
     # context window then (0: not known); set by add_turn, ignored by save_session.
     prompt_tokens: int = 0
     window_tokens: int = 0
+    # The thread's report canvas, as the Slack side wrote it (its id and what it holds, JSON;
+    # "" for none); set by update_session, ignored by save_session.
+    canvas: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ class Store(Protocol):
         ...
 
     async def update_session(self, key: str, *, token: int | None = None, **fields: Any) -> None:
-        """Change some of SESSION_UPDATABLE: sandbox_id, state, last_activity, repo_url."""
+        """Change some of SESSION_UPDATABLE: sandbox_id, state, last_activity, repo_url,
+        canvas."""
         ...
 
     async def save_history(

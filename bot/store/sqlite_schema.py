@@ -162,6 +162,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX history_archive_key ON history_archive (key, id);
     """,
+    # 11: the thread's report canvas in Slack (JSON: its id and a digest of what it holds).
+    """
+    ALTER TABLE sessions ADD COLUMN canvas TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 
