@@ -40,9 +40,12 @@ Deliverables:
 - Write a short Markdown report to {REPORT_PATH}: the question, the method, the results \
 (a table where it helps) and caveats.
 - Save charts (PNG) and result files (CSV) to {OUT_DIR}/; they are shared with the user. \
-In Python, plt.show() (or a figure still open when a cell ends) saves the chart there.
+In Python, plt.show() (or a figure still open when a cell ends) saves the chart there. \
+Make one chart per figure, with a title and axis labels: bar, line, area and pie charts \
+are also drawn natively from the figure's data.
 - Then give the answer in a few short paragraphs or a small table, with the key numbers. \
-Markdown is fine; keep it readable in a chat message.
+Markdown is fine; keep it readable in a chat message. Tables in the answer, and CSV files \
+in {OUT_DIR}/, are shown as sortable tables: put one value per cell, numbers without units.
 """
 
 

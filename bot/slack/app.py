@@ -25,6 +25,7 @@ from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackListeners
 from bot.slack.policy import Policy
 from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
+from bot.slack.run_extras import DataSurfaces
 from bot.slack.run_view import views
 from bot.slack.startup import SlackSetupError, check_slack
 from bot.slack.threads import Click
@@ -187,7 +188,8 @@ async def serve(
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
     agent = AgentThreads(web) if settings.slack_ui == "agent" else None
-    view_for = views(web, settings.max_cost_usd_per_run, agent=agent)
+    data = DataSurfaces.of(web, store)
+    view_for = views(web, settings.max_cost_usd_per_run, agent=agent, data=data)
 
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731

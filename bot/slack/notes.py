@@ -91,3 +91,11 @@ def slack_wait(wait_s: float) -> str:
 
 def channel_gone(error: str) -> str:
     return f"I can no longer post in this channel ({error})."
+
+
+REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
+
+
+def table_below(number: int, caption: str) -> str:
+    """Where an answer's table was: it is shown below the answer, as a table."""
+    return f"_Table {number} below: {caption}_"

@@ -185,10 +185,14 @@ def markdown_posts(parts: list[str], blocks: list[dict[str, Any]]) -> list[tuple
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
 
 
-def upload(name: str, content: bytes) -> dict[str, Any]:
-    """One file for files_upload_v2; an image gets alt text, so it shows inline and is
-    described to screen readers."""
+ALT_MAX = 1000  # characters of an image's alt text
+
+
+def upload(name: str, content: bytes, alt: str | None = None) -> dict[str, Any]:
+    """One file for files_upload_v2; an image gets alt text (`alt`: what its chart shows),
+    so it shows inline and is described to screen readers."""
     item: dict[str, Any] = {"content": content, "filename": name, "title": name}
     if name.lower().endswith(IMAGE_SUFFIXES):
-        item["alt_txt"] = f"Chart from the analysis: {name.rsplit('.', 1)[0]}"
+        said = alt or f"Chart from the analysis: {name.rsplit('.', 1)[0]}"
+        item["alt_txt"] = said[:ALT_MAX]
     return item

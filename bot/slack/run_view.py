@@ -14,6 +14,7 @@ background work, and stops the run (no one would see it go on)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 
@@ -41,7 +42,8 @@ from bot.slack import notes
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.classic_style import ClassicStyle
-from bot.slack.run_extras import RunExtras
+from bot.slack.results import split_answer
+from bot.slack.run_extras import DataSurfaces, RunExtras
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackGone
@@ -77,14 +79,21 @@ async def ignore(event: SessionEvent) -> None:
     """The view of a key that is not a Slack thread."""
 
 
-def views(web: SlackWeb, continue_usd: float, *, agent: AgentThreads | None = None) -> ViewFor:
+def views(
+    web: SlackWeb,
+    continue_usd: float,
+    *,
+    agent: AgentThreads | None = None,
+    data: DataSurfaces | None = None,
+) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
     `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
-    message, thread status), else the classic messages."""
+    message, thread status), else the classic messages; `data`: how answers show their
+    tables, charts and report (None: as text and files)."""
 
     def view_for(key: str) -> RunView:
         ref = ThreadRef.parse(key)
-        return SlackRunView(web, ref, continue_usd, agent) if ref else ignore
+        return SlackRunView(web, ref, continue_usd, agent, data=data) if ref else ignore
 
     return view_for
 
@@ -98,6 +107,7 @@ class SlackRunView:
         agent: AgentThreads | None = None,
         *,
         refresh_s: float | None = None,
+        data: DataSurfaces | None = None,
     ) -> None:
         self._web, self._ref, self._agent = web, ref, agent
         self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
@@ -105,7 +115,8 @@ class SlackRunView:
         self._style: AgentStyle | ClassicStyle | None = None
         self._streamed: AgentStyle | None = None  # the agent style, even once fallen back
         self._steps: dict[str, int] = {}  # call id -> its step number
-        self._extras = RunExtras(web, ref, continue_usd, agent)
+        self._extras = RunExtras(web, ref, continue_usd, agent, data)
+        self._data = data
         self._gone = False  # Slack said the bot is not in the channel
 
     async def __call__(self, event: SessionEvent) -> None:
@@ -187,6 +198,9 @@ class SlackRunView:
             case RunFinished():
                 self.phase = Phase.FINISHED
                 self._extras.finished = event
+                if self._data is not None:  # its tables are shown as tables, under it
+                    answer, self._extras.answer_tables = split_answer(event.answer)
+                    event = dataclasses.replace(event, answer=answer)
                 await run.finished(event)
             case RunFailed():
                 self.phase = Phase.FAILED

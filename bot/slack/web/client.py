@@ -65,9 +65,12 @@ async def answer(method: str, call: Awaitable[Any]) -> Any:
     try:
         return await call
     except SlackApiError as exc:
-        data = exc.response.data
-        code = str(data.get("error") or "") if isinstance(data, dict) else ""
-        raise slack_error(method, code, exc.response.status_code) from None
+        data = exc.response.data if isinstance(exc.response.data, dict) else {}
+        code = str(data.get("error") or "")
+        meta = data.get("response_metadata")
+        said = meta.get("messages") if isinstance(meta, dict) else None
+        messages = tuple(str(m) for m in said) if isinstance(said, list) else ()
+        raise slack_error(method, code, exc.response.status_code, messages) from None
 
 
 async def probe(api_url: str, timeout_s: float, *, bot: str = "", app: str = "") -> dict:
@@ -229,6 +232,32 @@ class SlackWeb:
             channel_id=channel, thread_ts=thread_ts, prompts=self.clean.data(prompts)
         )
         await self._call("assistant.threads.setSuggestedPrompts", call)
+
+    async def create_canvas(self, title: str, markdown: str) -> str:
+        """A standalone canvas holding `markdown`; returns its id (a file id, F…)."""
+        content = {"type": "markdown", "markdown": self.clean.text(markdown)}
+        call = lambda: self.client.canvases_create(  # noqa: E731
+            title=self.clean.text(title), document_content=content
+        )
+        return str((await self._call("canvases.create", call))["canvas_id"])
+
+    async def replace_canvas(self, canvas_id: str, markdown: str) -> None:
+        """Replace the whole of a canvas's content (one change per call, as Slack allows)."""
+        content = {"type": "markdown", "markdown": self.clean.text(markdown)}
+        changes = [{"operation": "replace", "document_content": content}]
+        call = lambda: self.client.canvases_edit(canvas_id=canvas_id, changes=changes)  # noqa: E731
+        await self._call("canvases.edit", call)
+
+    async def share_canvas(self, canvas_id: str, channel: str, level: str) -> None:
+        """Let a channel's members open a canvas (`level`: read, write or owner)."""
+        call = lambda: self.client.canvases_access_set(  # noqa: E731
+            canvas_id=canvas_id, access_level=level, channel_ids=[channel]
+        )
+        await self._call("canvases.access.set", call)
+
+    async def delete_canvas(self, canvas_id: str) -> None:
+        call = lambda: self.client.canvases_delete(canvas_id=canvas_id)  # noqa: E731
+        await self._call("canvases.delete", call)
 
     async def file_info(self, file_id: str) -> dict[str, Any]:
         """A file's whole object (files.info)."""

@@ -32,9 +32,10 @@ class SlackError(Exception):
     """A Web API call Slack refused. `code` is Slack's error ("" when the answer was not
     Slack's: a proxy's page, say), `status` the HTTP status."""
 
-    def __init__(self, method: str, code: str, status: int) -> None:
+    def __init__(self, method: str, code: str, status: int, messages: tuple[str, ...] = ()) -> None:
         super().__init__(f"{method}: {code or f'HTTP {status}'}")
         self.method, self.code, self.status = method, code, status
+        self.messages = messages  # response_metadata.messages: what a block broke, and where
 
 
 class SlackGone(SlackError):
@@ -62,7 +63,7 @@ class SlackBusy(SlackError):
     """Rate-limited or down for now (after the client's own retries)."""
 
 
-def slack_error(method: str, code: str, status: int) -> SlackError:
+def slack_error(method: str, code: str, status: int, messages: tuple[str, ...] = ()) -> SlackError:
     """The bot's type for Slack's answer `code` (HTTP `status`) to `method`."""
     if code in GONE:
         kind: type[SlackError] = SlackGone
@@ -76,4 +77,4 @@ def slack_error(method: str, code: str, status: int) -> SlackError:
         kind = SlackMalformed
     else:
         kind = SlackError
-    return kind(method, code, status)
+    return kind(method, code, status, messages)

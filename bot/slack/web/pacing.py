@@ -26,6 +26,10 @@ PER_MINUTE = {
     "chat.appendStream": TIER_4,
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
+    "canvases.create": TIER_2,
+    "canvases.edit": TIER_3,
+    "canvases.access.set": TIER_3,
+    "canvases.delete": TIER_3,
 }
 POSTS_PER_S, POST_BURST = 1.0, 2  # Slack's bursts: about 3
 HEADROOM = 0.9
