@@ -17,7 +17,7 @@ from bot.slack import notes, render
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.canvas import ReportCanvases
-from bot.slack.results import AnswerData, ResultsPoster
+from bot.slack.results import TABLES_MAX, AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
@@ -154,9 +154,12 @@ async def _read(files: Outputs) -> Found:
 
 
 def _csv_tables(files: list[tuple[str, bytes]]) -> list[tuple[Table, str | None]]:
-    """The result tables the run wrote as CSV files (each attached whole already)."""
-    tables = []
+    """The result tables the run wrote as CSV files (each attached whole already); only
+    as many as are shown, so a run that wrote thousands is not read through."""
+    tables: list[tuple[Table, str | None]] = []
     for name, content in files:
+        if len(tables) == TABLES_MAX:
+            break
         if name.lower().endswith(".csv"):
             table = table_from_csv(content, _stem(name).replace("_", " "))
             if table is not None:
