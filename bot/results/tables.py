@@ -14,6 +14,7 @@ CAPTION_MAX = 150
 CSV_CELL_MAX = 1000  # a CSV's cell, kept (the analysis may write anything)
 CSV_COLUMNS_MAX = 100
 MONO_CELL_MAX = 60  # one cell's width in monospace text
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # kept: tab and line break (CSV quoting)
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,10 @@ def _caption(lines: list[tuple[int, str]], header_index: int) -> str | None:
         line = text.strip()
         if not line:
             continue
-        if not (line.startswith("#") or line.endswith(":")):
+        if not (line.startswith("#") or line.rstrip("*_ ").endswith(":")):  # **Totals:**
             return None
-        caption = _display(line.lstrip("#").strip().rstrip(":").strip("* "))
-        caption = caption.rstrip(":").strip()
+        caption = _display(line.lstrip("#").strip("*_ ").rstrip(":"))
+        caption = caption.strip("*_ ").rstrip(":").strip()
         if not caption:
             return None
         return caption if len(caption) <= CAPTION_MAX else caption[: CAPTION_MAX - 1] + "…"
@@ -240,7 +241,7 @@ def _decode(data: bytes) -> str:
 
 
 def _csv_cell(cell: str) -> str:
-    cell = cell.replace("\x00", "").strip()
+    cell = _CONTROL.sub(" ", cell).strip()
     return cell if len(cell) <= CSV_CELL_MAX else cell[: CSV_CELL_MAX - 1] + "…"
 
 
