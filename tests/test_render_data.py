@@ -406,3 +406,9 @@ def test_a_pie_does_not_fit(segments: tuple[Segment, ...]) -> None:
 def test_six_slices_fit() -> None:
     six = tuple(Segment(f"s{i}", 1.0) for i in range(6))
     assert len(fits(chart(kind="pie", segments=six))["chart"]["segments"]) == 6
+
+
+def test_a_long_file_name_in_the_note_is_clipped_and_escaped() -> None:
+    blocks, _ = table_blocks(table(300), "data_table", csv_name="<" + "n" * 5000 + ".csv")
+    text = blocks[1]["elements"][0]["text"]
+    assert len(text) < 500 and "…" in text and "&lt;" in text and "<" not in text
