@@ -12,7 +12,7 @@ import pytest
 
 from bot.results.charts import Chart, Segment, Series
 from bot.results.tables import Table
-from bot.slack import render_data
+from bot.slack import notes, render_data
 from bot.slack.render_data import TABLE_KINDS, chart_block, table_blocks
 
 # --- the limits, as the contract states them --------------------------------------------
@@ -260,6 +260,19 @@ def test_a_table_without_rows_is_shown_as_text_and_unknown_kinds_are_refused() -
         table_blocks(COUNTRIES, "markdown", csv_name=None)
 
 
+def test_ragged_rows_are_fitted_and_a_table_needs_a_column() -> None:
+    ragged = Table("t", ("a", "b", "c"), (("1",), ("1", "2", "3", "4")), 2)
+    for kind, check in (("data_table", check_data_table), ("table", check_table)):
+        [block], _ = table_blocks(ragged, kind, csv_name=None)
+        check(block)
+    with pytest.raises(ValueError):
+        table_blocks(Table("t", (), ((),), 1), "data_table", csv_name=None)
+
+
+def test_the_pointer_left_in_the_text() -> None:
+    assert notes.table_pointer(1, "Top countries") == "_Table 1 below: Top countries_"
+
+
 # --- charts ------------------------------------------------------------------------------
 
 
@@ -374,8 +387,12 @@ def test_categories_are_clipped_while_unique_and_never_empty() -> None:
     assert refused(chart(categories=("India", "India")))
 
 
-def test_a_gap_in_a_series_does_not_fit() -> None:
+def test_a_gap_or_a_value_that_is_not_finite_does_not_fit() -> None:
     assert refused(chart(series=(Series("s", (1.0, None)),)))
+    assert refused(chart(series=(Series("s", (1.0, math.inf)),)))
+    assert refused(chart(series=(Series("s", (1.0, math.nan)),)))
+    assert refused(chart(series=(Series("s", (1.0,)),)))  # a value short
+    assert refused(chart(kind="pie", segments=(Segment("a", math.inf),)))
 
 
 def test_a_pie_fits_with_positive_slices() -> None:

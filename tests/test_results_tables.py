@@ -112,6 +112,26 @@ def test_tables_are_found_with_their_spans_and_display_cells() -> None:
     assert second.caption == "Table 2" and second.rows == (("1", "2"),)
 
 
+@pytest.mark.parametrize(
+    ("cell", "shown"),
+    [
+        ("**bold** and __under__", "bold and under"),
+        ("`__init__`", "__init__"),
+        ("`**x**`", "**x**"),
+        ("snake__case__name", "snake__case__name"),
+        ("\\*literal\\*", "*literal*"),
+        ("**[India](https://example.com)**", "India"),
+        ("~~old~~ *new*", "old new"),
+        ("2 * 3 * 4", "2 * 3 * 4"),
+        ("one<br>two", "one two"),
+        ("nul\x00byte", "nulbyte"),
+    ],
+)
+def test_cells_are_shown_without_their_markup(cell: str, shown: str) -> None:
+    [(_, _, table)] = find_tables(f"| h |\n|---|\n| {cell} |")
+    assert table.rows == ((shown,),)
+
+
 def test_a_caption_is_a_heading_or_a_line_ending_in_a_colon() -> None:
     plain = "Some words\n\n| a |\n|---|\n| 1 |"
     colon = "**Revenue by region:**\n| a |\n|---|\n| 1 |"

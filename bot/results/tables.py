@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ def parse_number(text: str) -> float | None:
     if not _BODY.fullmatch(s):
         return None
     value = float(re.sub(rf"[,{_SPACES}]", "", s)) * scale
+    if not math.isfinite(value):  # 1e999
+        return None
     return -value if negative else value
 
 
@@ -77,7 +80,7 @@ def number_columns(table: Table) -> tuple[bool, ...]:
     """Per column: every non-empty body cell is a number (and at least one is)."""
     result = []
     for col in range(len(table.header)):
-        cells = [row[col].strip() for row in table.rows if row[col].strip()]
+        cells = [row[col].strip() for row in table.rows if col < len(row) and row[col].strip()]
         result.append(bool(cells) and all(parse_number(c) is not None for c in cells))
     return tuple(result)
 
@@ -87,11 +90,12 @@ def number_columns(table: Table) -> tuple[bool, ...]:
 _FENCE = re.compile(r" {0,3}(```|~~~)")
 _DELIMITER_CELL = re.compile(r":?-+:?")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_STRONG = re.compile(r"(\*\*|__)(.+?)\1")
+_STRONG = re.compile(r"\*\*(.+?)\*\*|(?<!\w)__(.+?)__(?!\w)")  # not snake__case
 _EMPH = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
 _STRIKE = re.compile(r"~~(.+?)~~")
 _CODE = re.compile(r"`+([^`]*)`+")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_KEPT = re.compile("\x00(\\d+)\x00")
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|~<>])")
 
 
@@ -169,14 +173,20 @@ def _split_row(line: str, *, unformat: bool = True) -> list[str]:
 
 def _display(cell: str) -> str:
     """A cell's text as shown: without emphasis marks, code ticks and link targets."""
-    s = _BREAK.sub(" ", cell)
-    s = _CODE.sub(lambda m: m.group(1).replace("\\", "\x00"), s)  # keep backslashes in code
+    kept: list[str] = []  # code spans and escaped characters, set aside meanwhile
+
+    def keep(text: str) -> str:
+        kept.append(text)
+        return f"\x00{len(kept) - 1}\x00"
+
+    s = _BREAK.sub(" ", cell.replace("\x00", ""))
+    s = _CODE.sub(lambda m: keep(m.group(1)), s)
+    s = _ESCAPE.sub(lambda m: keep(m.group(1)), s)
     s = _LINK.sub(r"\1", s)
-    s = _STRONG.sub(r"\2", s)
+    s = _STRONG.sub(lambda m: m.group(1) or m.group(2), s)
     s = _STRIKE.sub(r"\1", s)
     s = _EMPH.sub(r"\1", s)
-    s = _ESCAPE.sub(r"\1", s)
-    return s.replace("\x00", "\\").strip()
+    return _KEPT.sub(lambda m: kept[int(m.group(1))], s).strip()
 
 
 def _fit(cells: list[str], width: int) -> tuple[str, ...]:
@@ -207,7 +217,7 @@ def table_from_csv(data: bytes, caption: str, max_rows: int = 100) -> Table | No
     """A CSV's first `max_rows` rows (all counted), or None when it is not a table with a
     header and at least one data row. The bytes may be anything."""
     text = _decode(data)
-    first = text.split("\n", 1)[0]
+    first = text[: text.find("\n")] if "\n" in text else text
     delimiter = max((",", ";", "\t"), key=first.count)  # ties: comma
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: tuple[str, ...] | None = None

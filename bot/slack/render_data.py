@@ -6,6 +6,7 @@ Limits are the strictest the sources give (docs revision A): 100 data rows, 20 c
 
 from __future__ import annotations
 
+import math
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -46,6 +47,8 @@ def table_blocks(table: Table, kind: str, *, csv_name: str | None) -> tuple[list
     (then the last block says so, and names `csv_name` when the whole table is attached)."""
     if kind not in TABLE_KINDS:
         raise ValueError(f"unknown table kind {kind!r}")
+    if not table.header:
+        raise ValueError("a table needs at least one column")
     if kind == "monospace" or not table.rows:
         blocks = _monospace_blocks(table)
         shown, columns = monospace(table, MONOSPACE_MAX)[1], len(table.header)
@@ -67,7 +70,7 @@ def _grid_block(table: Table, kind: str) -> tuple[Block, int, int]:
     columns = min(len(table.header), COLUMNS_MAX)
     numeric = number_columns(table)[:columns]
     header = table.header[:columns]
-    body = [row[:columns] for row in table.rows[: BODY_ROWS[kind]]]
+    body = [(*row, *[""] * columns)[:columns] for row in table.rows[: BODY_ROWS[kind]]]
     cell_max = _cell_max(header, body[0])
     rows = [[_text_cell(h, cell_max) for h in header]]
     used = _chars(rows[0])
@@ -97,7 +100,7 @@ def _grid_block(table: Table, kind: str) -> tuple[Block, int, int]:
     return block, shown, columns
 
 
-def _cell_max(header: tuple[str, ...], first: tuple[str, ...]) -> int:
+def _cell_max(header: tuple[str, ...], first: tuple[str, ...] | list[str]) -> int:
     """500 characters a cell, or fewer when the header and one row would not fit."""
     full = sum(min(len(c), CELL_MAX) or 1 for c in (*header, *first))
     return CELL_MAX if full <= CELLS_CHARS else CELLS_CHARS // (2 * len(header))
@@ -177,7 +180,7 @@ def _pie(chart: Chart) -> Block:
         raise _NoFit(notes.CHART_TOO_MANY_SEGMENTS.format(limit=SEGMENTS_MAX))
     segments = []
     for n, segment in enumerate(chart.segments, start=1):
-        if not segment.value > 0:
+        if not (math.isfinite(segment.value) and segment.value > 0):
             raise _NoFit(notes.CHART_NOT_POSITIVE)
         label = _clip(segment.label or f"Slice {n}", NAME_MAX)
         segments.append({"label": label, "value": _json_number(segment.value)})
@@ -202,7 +205,7 @@ def _series_chart(chart: Chart, chart_type: str) -> Block:
     categories = _unique(list(chart.categories), notes.CHART_CATEGORIES_CLASH)
     series = []
     for name, each in zip(names, chart.series, strict=True):
-        if any(v is None for v in each.values) or len(each.values) != len(categories):
+        if len(each.values) != len(categories) or not all(_finite(v) for v in each.values):
             raise _NoFit(notes.CHART_GAP)
         points = [
             {"label": c, "value": _json_number(v)}
@@ -224,6 +227,10 @@ def _unique(texts: list[str], clash: str) -> list[str]:
     if len(set(clipped)) != len(clipped):
         raise _NoFit(clash.format(limit=NAME_MAX))
     return clipped
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def _json_number(value: float) -> int | float:
