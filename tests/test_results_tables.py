@@ -67,6 +67,7 @@ def test_numbers_are_read_as_people_write_them(text: str, value: float) -> None:
         "(x)",
         "1,23",
         "--5",
+        "1e999",
     ],
 )
 def test_what_is_not_a_number_is_none(text: str) -> None:
