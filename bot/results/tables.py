@@ -181,7 +181,7 @@ def _display(cell: str) -> str:
 
     s = _BREAK.sub(" ", cell.replace("\x00", ""))
     s = _CODE.sub(lambda m: keep(m.group(1)), s)
-    s = _ESCAPE.sub(r"\1", s)
+    s = _ESCAPE.sub(lambda m: keep(m.group(1)), s)
     s = _LINK.sub(r"\1", s)
     s = _STRONG.sub(lambda m: m.group(1) or m.group(2), s)
     s = _STRIKE.sub(r"\1", s)

@@ -50,8 +50,8 @@ def table_blocks(table: Table, kind: str, *, csv_name: str | None) -> tuple[list
     if not table.header:
         raise ValueError("a table needs at least one column")
     if kind == "monospace" or not table.rows:
-        blocks = _monospace_blocks(table)
-        shown, columns = monospace(table, MONOSPACE_MAX)[1], len(table.header)
+        blocks, shown = _monospace_blocks(table)
+        columns = len(table.header)
     else:
         block, shown, columns = _grid_block(table, kind)
         blocks = [block]
@@ -100,7 +100,7 @@ def _grid_block(table: Table, kind: str) -> tuple[Block, int, int]:
     return block, shown, columns
 
 
-def _cell_max(header: tuple[str, ...], first: tuple[str, ...] | list[str]) -> int:
+def _cell_max(header: tuple[str, ...], first: tuple[str, ...]) -> int:
     """500 characters a cell, or fewer when the header and one row would not fit."""
     full = sum(min(len(c), CELL_MAX) or 1 for c in (*header, *first))
     return CELL_MAX if full <= CELLS_CHARS else CELLS_CHARS // (2 * len(header))
@@ -114,8 +114,7 @@ def _number_cell(text: str, limit: int) -> Block:
     value = parse_number(text)
     if value is None:  # an empty cell in a column of numbers
         return _text_cell(text, limit)
-    exact: int | float = int(value) if value.is_integer() and abs(value) < 2**53 else value
-    return {"type": "raw_number", "value": exact, "text": _clip(text.strip(), limit)}
+    return {"type": "raw_number", "value": _json_number(value), "text": _clip(text.strip(), limit)}
 
 
 def _chars(cells: list[Block]) -> int:
@@ -126,18 +125,18 @@ def _caption(caption: str) -> str:
     return _clip(" ".join(caption.split()), CAPTION_MAX) or notes.TABLE_CAPTION
 
 
-def _monospace_blocks(table: Table) -> list[Block]:
-    text, _ = monospace(table, MONOSPACE_MAX)
+def _monospace_blocks(table: Table) -> tuple[list[Block], int]:
+    """A bold caption over the aligned text; and how many rows that shows."""
+    text, shown = monospace(table, MONOSPACE_MAX)
     caption = {"type": "text", "text": _caption(table.caption) + "\n", "style": {"bold": True}}
-    return [
-        {
-            "type": "rich_text",
-            "elements": [
-                {"type": "rich_text_section", "elements": [caption]},
-                {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": text}]},
-            ],
-        }
-    ]
+    block = {
+        "type": "rich_text",
+        "elements": [
+            {"type": "rich_text_section", "elements": [caption]},
+            {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": text}]},
+        ],
+    }
+    return [block], shown
 
 
 def _note_name(csv_name: str | None) -> str | None:
@@ -234,4 +233,5 @@ def _finite(value: float | None) -> bool:
 
 
 def _json_number(value: float) -> int | float:
+    """12.0 is sent as 12 (exactly, while a float holds it exactly)."""
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
