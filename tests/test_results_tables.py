@@ -260,3 +260,20 @@ def test_monospace_keeps_cells_on_one_line() -> None:
     text, shown = monospace(table, 10_000)
     assert shown == 2 and len(text.splitlines()) == 4
     assert max(len(line) for line in text.splitlines()) <= 60
+
+
+def test_monospace_shows_exactly_as_many_rows_as_fit() -> None:
+    rows = tuple((f"r{i}", "x" * (i % 7)) for i in range(200))  # short, ragged line ends
+    table = Table("t", ("name", "a long header"), rows, 200)
+    for limit in (100, 333, 1000, 1900):
+        text, shown = monospace(table, limit)
+        assert len(text) <= limit
+        assert shown < 200
+        more = Table("t", table.header, rows[: shown + 1], shown + 1)
+        assert len(monospace(more, 10**6)[0]) > limit  # one more row would not fit
+
+
+def test_monospace_fits_ragged_rows_to_the_header() -> None:
+    table = Table("t", ("a", "b"), (("1",), ("1", "2", "3")), 2)
+    text, shown = monospace(table, 1000)
+    assert shown == 2 and text.splitlines()[2:] == ["1", "1  2"]

@@ -271,19 +271,20 @@ def monospace(table: Table, max_chars: int) -> tuple[str, int]:
     """Aligned columns (numbers to the right), the header underlined with '-': as many rows
     as fit in `max_chars`. Returns (text, rows shown)."""
     header = [_mono_cell(c) for c in table.header]
-    rows = [[_mono_cell(c) for c in row] for row in table.rows]
+    rows = [[_mono_cell(c) for c in _fit(list(row), len(header))] for row in table.rows]
     right = number_columns(table)
-    shown = len(rows)
-    while True:
-        text = _aligned(header, rows[:shown], right)
-        if len(text) <= max_chars or shown == 0:
-            break
-        # Drop at least one row, more when far over (the widths only shrink as rows go).
-        over_lines = (len(text) - max_chars) // max(1, len(text.split("\n", 1)[0]) + 1)
-        shown = max(0, shown - max(1, over_lines))
-    if len(text) > max_chars:
-        text = text[: max(0, max_chars - 1)] + "…" if max_chars > 0 else ""
-    return text, shown
+    # The text only grows with each row shown, so search for the most that fit.
+    low, high = 0, len(rows)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_aligned(header, rows[:middle], right)) <= max_chars:
+            low = middle
+        else:
+            high = middle - 1
+    text = _aligned(header, rows[:low], right)
+    if len(text) > max_chars:  # not even the header fits
+        text = text[: max_chars - 1] + "…" if max_chars > 0 else ""
+    return text, low
 
 
 def _mono_cell(cell: str) -> str:
