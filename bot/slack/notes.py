@@ -93,9 +93,40 @@ def channel_gone(error: str) -> str:
     return f"I can no longer post in this channel ({error})."
 
 
-REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
+# --- Tables and charts (render_data.py) ---------------------------------------------------
+
+TABLE_CAPTION = "Table"
 
 
-def table_below(number: int, caption: str) -> str:
-    """Where an answer's table was: it is shown below the answer, as a table."""
+def table_capped(shown: int, total: int, csv_name: str | None, columns: tuple[int, int]) -> str:
+    """Under a table Slack could not hold whole: what is shown, and where the rest is."""
+    shown_cols, total_cols = columns
+    parts = []
+    if shown < total:
+        parts.append(f"the first {shown:,} of {total:,} rows")
+    if shown_cols < total_cols:
+        parts.append(f"the first {shown_cols} of {total_cols} columns")
+    text = "Showing " + " and ".join(parts)
+    return text + (f"; the whole table is attached as {csv_name}." if csv_name else ".")
+
+
+def table_pointer(number: int, caption: str) -> str:
+    """Where a table taken out of the answer's text went."""
     return f"_Table {number} below: {caption}_"
+
+
+CHART_KIND_UNKNOWN = "Slack has no chart of this kind"
+CHART_NO_SERIES = "it has no data series"
+CHART_TOO_MANY_SERIES = "Slack draws at most {limit} series"
+CHART_NO_CATEGORIES = "it has no categories"
+CHART_TOO_MANY_CATEGORIES = "Slack draws at most {limit} categories"
+CHART_NAMES_CLASH = "its series names are the same once shortened to {limit} characters"
+CHART_CATEGORIES_CLASH = "its categories are the same once shortened to {limit} characters"
+CHART_EMPTY_CATEGORY = "a category has no name"
+CHART_GAP = "a series has no number for some category"
+CHART_NO_SEGMENTS = "it has no slices"
+CHART_TOO_MANY_SEGMENTS = "Slack draws at most {limit} slices"
+CHART_NOT_POSITIVE = "a slice is zero or negative"
+CHART_FITS = "Slack-drawable"
+
+REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."

@@ -52,7 +52,7 @@ def split_answer(answer: str) -> tuple[str, list[Table]]:
 
     def instead(i: int, table: Table) -> str:
         if i < TABLES_MAX:
-            return notes.table_below(i + 1, table.caption)
+            return notes.table_pointer(i + 1, table.caption)
         return "```\n" + monospace(table, 2800)[0] + "\n```"
 
     return (without_tables(answer, spans, instead) if spans else answer), shown

@@ -1,8 +1,10 @@
-"""The terminal view: tool calls as they happen, then the answer, what it cost, and the
-files saved."""
+"""The terminal view: tool calls as they happen, then the answer (its tables aligned), what
+it cost, and the files saved (with where each chart's data is, and whether Slack can draw
+it)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +20,8 @@ from bot.agent.events import (
     ToolCallStarted,
 )
 from bot.agent.usage import Usage
+from bot.results.charts import MAX_BYTES, parse_chart
+from bot.results.tables import Table, find_tables, monospace, without_tables
 from bot.sessions.events import (
     BudgetSpent,
     Outputs,
@@ -28,10 +32,13 @@ from bot.sessions.events import (
     SessionEvent,
 )
 from bot.sessions.session import save_outputs
+from bot.slack.render_data import chart_block
 
 CODE_LINES = 30
 WAITING = "All {limit} sandboxes this bot may run at once are in use; waiting for one…"
 MARKS = {"ok": "✓", "running": "…"}
+TABLE_MAX = 100_000  # characters of one table's aligned text
+CHART_DATA = ".chart.json"
 
 
 class TerminalView:
@@ -69,7 +76,7 @@ class TerminalView:
             case TextEmitted():
                 self._write(self._dim(event.text.strip()))
             case RunFinished():
-                self._write("\n" + event.answer.strip() + "\n")
+                self._write("\n" + aligned_tables(event.answer).strip() + "\n")
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
             case RunFailed():
                 self._write(self._red(f"\nFailed: {event.reason}"))
@@ -82,6 +89,10 @@ class TerminalView:
             self._write(f"Saved {path}")
         if not any(path.name == "report.md" for path in saved):
             self._write("No report.md was written in this run.")
+        for path in saved:
+            data = path.with_name(path.stem + CHART_DATA)
+            if path.suffix.lower() == ".png" and data in saved:
+                self._write(await chart_line(path, data))
 
     def _started(self, event: ToolCallStarted) -> None:
         what = event.language or event.tool
@@ -123,6 +134,33 @@ class TerminalView:
 
     def _green(self, text: str) -> str:
         return self._paint("32", text)
+
+
+def aligned_tables(markdown: str) -> str:
+    """The answer with each Markdown table as aligned columns under its caption."""
+
+    def aligned(_: int, table: Table) -> str:
+        text, shown = monospace(table, TABLE_MAX)
+        more = f"\n… {table.total_rows - shown:,} more rows" if shown < table.total_rows else ""
+        return f"{table.caption}\n{text}{more}"
+
+    return without_tables(markdown, find_tables(markdown), aligned)
+
+
+async def chart_line(image: Path, data: Path) -> str:
+    """`chart: out/figure-1.png (data: out/figure-1.chart.json, bar, Slack-drawable)`."""
+    raw = await asyncio.to_thread(_head, data, MAX_BYTES + 1)
+    chart = parse_chart(raw)
+    if chart is None:
+        return f"chart: {image} (data: {data}, unreadable)"
+    block, reason = chart_block(chart)
+    fit = reason if block else f"not drawable in Slack: {reason}"
+    return f"chart: {image} (data: {data}, {chart.kind}, {fit})"
+
+
+def _head(path: Path, size: int) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(size)
 
 
 def summary(turns: int, usage: Usage, cost: float | None) -> str:
