@@ -316,6 +316,10 @@ async def test_sections_are_found_by_header_and_text(slack: FakeSlack) -> None:
     costs = await section_ids(slack, canvas_id, section_types=["h2"], contains_text="down")
     assert costs == h2[1:]
     assert await section_ids(slack, canvas_id, section_types=["h3"]) == []
+    deep = await new_canvas(slack, "text\n### Deep\nmore")
+    [h3] = await section_ids(slack, deep, section_types=["h3"])
+    assert await section_ids(slack, deep, section_types=["any_header"]) == [h3]
+    assert await section_ids(slack, deep, section_types=["h1", "h2"]) == []
 
 
 async def test_lookup_takes_criteria_as_json(slack: FakeSlack) -> None:
@@ -417,12 +421,11 @@ async def test_a_workspace_without_canvases(method: str) -> None:
         call = disabled_calls(client_of(slack))[method]
         assert (await error_of(call()))["error"] == "canvas_disabled_user_team"
     async with FakeSlack() as slack:
-        answer = call = disabled_calls(client_of(slack))[method]
+        call = disabled_calls(client_of(slack))[method]
         if method in ("create", "channel"):
             await call()
         else:
-            answer = await error_of(call())
-            assert answer["error"] == "canvas_not_found"
+            assert (await error_of(call()))["error"] == "canvas_not_found"
 
 
 # -- scopes and tiers
