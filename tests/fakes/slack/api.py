@@ -87,8 +87,15 @@ from tests.fakes.slack.surfaces import SurfaceRules
 from tests.fakes.slack.users import UserActions
 from tests.fakes.slack.validate import validate
 
-__all__ = ["DEFAULT_SCOPES", "ApiCall", "Canvas", "FakeSlack", "Message", "SurfaceRules"]
-__all__ += ["UploadedFile"]
+__all__ = [
+    "DEFAULT_SCOPES",
+    "ApiCall",
+    "Canvas",
+    "FakeSlack",
+    "Message",
+    "SurfaceRules",
+    "UploadedFile",
+]
 
 DEFAULT_SCOPES = (
     "app_mentions:read",
