@@ -437,6 +437,44 @@ async def test_a_legacy_table_still_goes_in_attachments() -> None:
         )
 
 
+async def test_markdown_blocks_share_a_budget_unless_switched() -> None:
+    blocks = [{"type": "markdown", "text": "x" * 7_000}] * 2
+    async with FakeSlack() as slack:
+        answer = await refusal(slack, blocks)
+        assert answer["error"] == "msg_blocks_too_long"
+    async with FakeSlack(surface_rules=SurfaceRules(markdown_per_block=True)) as slack:
+        await client_of(slack).chat_postMessage(channel=CHANNEL, text="x", blocks=blocks)
+
+
+async def test_unfurl_flags_are_kept_on_the_message(slack: FakeSlack) -> None:
+    client = client_of(slack)
+    plain = await client.chat_postMessage(channel=CHANNEL, text="https://example.com")
+    chosen = await client.chat_postMessage(
+        channel=CHANNEL, text="https://example.com", unfurl_links=True, unfurl_media=False
+    )
+    first, second = (
+        slack.find_message(CHANNEL, plain["ts"]),
+        slack.find_message(CHANNEL, chosen["ts"]),
+    )
+    assert (first.unfurl_links, first.unfurl_media) == (False, True)
+    assert (second.unfurl_links, second.unfurl_media) == (True, False)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+async def test_block_mismatch_behind_a_switch(strict: bool) -> None:
+    async with FakeSlack(block_mismatch=strict) as slack:
+        client = client_of(slack)
+        posted = await client.chat_postMessage(channel=CHANNEL, text="x", blocks=[rich()])
+        await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="y", blocks=[rich("y")])
+        update = client.chat_update(channel=CHANNEL, ts=posted["ts"], text="t", blocks=[table()])
+        if not strict:
+            await update
+            return
+        with pytest.raises(SlackApiError) as err:
+            await update
+        assert err.value.response["error"] == "block_mismatch"
+
+
 # -- streams
 
 

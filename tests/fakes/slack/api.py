@@ -35,7 +35,9 @@ characters, "B": 201 and 20,000), ``chart_max_series`` (6, or 12), ``stream_data
 ones (``SurfaceRules``; the keywords above override its fields). ``blocks.validate`` runs
 the same checks (validate.py). Canvases are files (canvases.py): ``canvases`` is "paid",
 "free" (the free-team rules) or "disabled" (``canvas_disabled_user_team``), and
-``channel_canvases=False`` is a tier without channel canvases.
+``channel_canvases=False`` is a tier without channel canvases. ``block_mismatch`` (off by
+default, as only one method page names it) makes ``chat.update`` refuse to replace a
+message's rich_text blocks with other kinds.
 
 What a test left wrong is raised when the fake closes (after a test body that passed):
 malformed acks, and faults injected with ``fail_next`` that no call used up.
@@ -172,7 +174,9 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
     ``chart_max_series``: segments or series a chart may hold (6; some sources say 12);
     ``stream_data_blocks``: the stream methods take table-family and chart blocks (False);
     ``surface_rules``: the finer rules of surfaces.py (``SurfaceRules``);
-    ``canvases``: "paid", "free" or "disabled"; ``channel_canvases``: the tier has them.
+    ``canvases``: "paid", "free" or "disabled"; ``channel_canvases``: the tier has them;
+    ``block_mismatch``: ``chat.update`` refuses to swap rich_text blocks for other kinds.
+    A post's ``unfurl_links`` / ``unfurl_media`` are kept on the stored ``Message``.
     """
 
     def __init__(
@@ -202,6 +206,7 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         surface_rules: SurfaceRules | None = None,
         canvases: str = "paid",
         channel_canvases: bool = True,
+        block_mismatch: bool = False,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -236,6 +241,7 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         )
         if canvases not in CANVAS_MODES:
             raise ValueError(f"canvases must be one of {sorted(CANVAS_MODES)}")
+        self.block_mismatch = block_mismatch  # chat.update: rich_text kept rich_text
         self.canvas_mode = canvases
         self.channel_canvases = channel_canvases
         self.canvases: dict[str, Canvas] = {}  # canvas id -> canvas
@@ -497,6 +503,9 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
             if flag(args.get("reply_broadcast")):
                 fields["subtype"] = "thread_broadcast"
         message = self._store(channel, fields)
+        for key in ("unfurl_links", "unfurl_media"):
+            if key in args:
+                setattr(message, key, flag(args[key]))
         self._clear_status(channel, fields.get("thread_ts"))
         self._echo(self._as_event(message, subtype=message.get("subtype")))
         return {"channel": channel, "ts": message["ts"], "message": copy.deepcopy(dict(message))}
@@ -507,6 +516,9 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         if self.streaming(message["ts"]):
             raise SlackError("streaming_state_conflict")
         content = message_content(args, required=False, rules=self.surface_rules)
+        swapped = content.get("blocks") and not _rich_text_only(content)
+        if self.block_mismatch and swapped and _rich_text_only(message):
+            raise SlackError("block_mismatch")
         metadata = message_metadata(args)
         if not content and metadata is None and "file_ids" not in args:
             raise SlackError("no_text")
@@ -737,6 +749,12 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         parent["reply_count"] -= 1
         replies = self.thread(channel, parent["ts"])[1:]
         parent["latest_reply"] = replies[-1]["ts"] if replies else parent["ts"]
+
+
+def _rich_text_only(content: Json) -> bool:
+    """Blocks that are all rich_text (what chat.update may not swap for other kinds)."""
+    blocks = content.get("blocks")
+    return bool(blocks) and all(b.get("type") == "rich_text" for b in blocks)
 
 
 def _encode_cursor(offset: int) -> str:

@@ -88,7 +88,7 @@ def checked_blocks(
         error = "invalid_attachments" if any(ONLY_ONE_TABLE in p for p in problems) else None
         raise SlackError(error or "invalid_blocks", response_metadata={"messages": problems})
     markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
-    if markdown_total > MAX_MARKDOWN:
+    if markdown_total > MAX_MARKDOWN and not rules.markdown_per_block:
         raise SlackError("msg_blocks_too_long")
     # Slack fills in missing block_ids (markdown blocks keep none)
     blocks = copy.deepcopy(blocks)

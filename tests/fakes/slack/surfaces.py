@@ -23,6 +23,8 @@ default is the stricter reading:
   (``full_coverage``). At most two charts per message.
 - At most one table-family block (``table`` and ``data_table``) per message
   (``one_table_family``).
+- ``markdown_per_block``: the 12,000-character markdown budget is per block rather than
+  shared by the message's markdown blocks (``msg_blocks_too_long``).
 - ``refuse_blocks``: block types the workspace does not have yet (a phased rollout); in a
   streamed message the data blocks are refused unless ``stream_data_blocks``, as the docs
   do not say that streams take them.
@@ -72,6 +74,7 @@ class SurfaceRules:
     raw_number_text_required: bool = True
     one_table_family: bool = True
     full_coverage: bool = True
+    markdown_per_block: bool = False  # True: 12,000 per markdown block, not per message
     in_stream: bool = False  # set by the fake for the stream methods
 
     def __post_init__(self) -> None:
