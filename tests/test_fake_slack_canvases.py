@@ -387,6 +387,15 @@ async def test_a_free_team_tabs_every_canvas_once_per_channel() -> None:
         await client.canvases_edit(canvas_id=canvas_id, changes=change)
 
 
+async def test_a_team_moved_to_free_cannot_edit_its_standalone_canvases(slack: FakeSlack) -> None:
+    standalone, tabbed = await new_canvas(slack), await new_canvas(slack, channel_id=CHANNEL)
+    slack.canvas_mode = "free"  # the workspace's plan changes
+    change = [{"operation": "insert_at_end", "document_content": doc("more")}]
+    call = client_of(slack).canvases_edit(canvas_id=standalone, changes=change)
+    assert (await error_of(call))["error"] == "free_teams_cannot_edit_standalone_canvases"
+    await client_of(slack).canvases_edit(canvas_id=tabbed, changes=change)
+
+
 async def test_a_paid_team_tabs_many_canvases_in_a_channel(slack: FakeSlack) -> None:
     await new_canvas(slack, channel_id=CHANNEL)
     await new_canvas(slack, channel_id=CHANNEL)

@@ -21,7 +21,8 @@ one, and what comes before the first heading is one; section ids look like
   like ``U…`` or ``W…`` (``user_not_found``).
 - ``canvases`` mode ``"free"``: no standalone canvases
   (``free_teams_cannot_create_standalone_canvases``), one canvas tab per channel
-  (``free_team_canvas_tab_already_exists``), standalone canvases cannot be edited;
+  (``free_team_canvas_tab_already_exists``), standalone canvases (made before a test set
+  ``canvas_mode = "free"``, a change of plan) cannot be edited;
   ``"disabled"``: ``canvas_disabled_user_team`` from every method whose docs list it.
   ``channel_canvases=False`` is a tier without channel canvases
   (``team_tier_cannot_create_channel_canvases``).
