@@ -334,14 +334,16 @@ async def test_update_and_ephemeral_check_the_data_blocks(slack: FakeSlack) -> N
     client = client_of(slack)
     posted = await client.chat_postMessage(channel=CHANNEL, text="x", blocks=[table()])
     with pytest.raises(SlackApiError) as err:
-        await client.chat_update(channel=CHANNEL, ts=posted["ts"], blocks=[pie(7)])
+        await client.chat_update(channel=CHANNEL, ts=posted["ts"], text="x", blocks=[pie(7)])
     assert err.value.response["error"] == "invalid_blocks"
     with pytest.raises(SlackApiError) as err:
         await client.chat_postEphemeral(
             channel=CHANNEL, user="U0HUMAN01", text="x", blocks=[data_table(caption="")]
         )
     assert err.value.response["error"] == "invalid_blocks"
-    await client.chat_update(channel=CHANNEL, ts=posted["ts"], blocks=[data_table(), pie()])
+    await client.chat_update(
+        channel=CHANNEL, ts=posted["ts"], text="x", blocks=[data_table(), pie()]
+    )
 
 
 async def test_a_canvas_element_in_rich_text_is_taken(slack: FakeSlack) -> None:
