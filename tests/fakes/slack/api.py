@@ -27,6 +27,18 @@ as events, as they do in a real channel (``echo_bot_events``, on by default). An
 share lands in its thread a moment after ``files.completeUploadExternal`` answers
 (``share_delay_s``), as Slack shares files asynchronously (files.py).
 
+Slack's data blocks (``table``, ``data_table``, ``data_visualization``; surfaces.py) have
+switches where the sources disagree: ``refuse_blocks`` (block types a workspace does not
+have yet: ``invalid_blocks``), ``data_table_revision`` ("A": 101 rows and 10,000
+characters, "B": 201 and 20,000), ``chart_max_series`` (6, or 12), ``stream_data_blocks``
+(the stream methods refuse data blocks unless True) and ``surface_rules`` for the finer
+ones (``SurfaceRules``; the keywords above override its fields). ``blocks.validate`` runs
+the same checks (validate.py). Canvases are files (canvases.py): ``canvases`` is "paid",
+"free" (the free-team rules) or "disabled" (``canvas_disabled_user_team``), and
+``channel_canvases=False`` is a tier without channel canvases. ``block_mismatch`` (off by
+default, as only one method page names it) makes ``chat.update`` refuse to replace a
+message's rich_text blocks with other kinds.
+
 What a test left wrong is raised when the fake closes (after a test body that passed):
 malformed acks, and faults injected with ``fail_next`` that no call used up.
 """
@@ -42,7 +54,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -55,6 +67,7 @@ from tests.fakes.slack.blocks import (
     message_content,
     message_metadata,
 )
+from tests.fakes.slack.canvases import CANVAS_MODES, Canvas, CanvasFeatures
 from tests.fakes.slack.cdn import FakeCdn
 from tests.fakes.slack.common import (
     TEAM_DOMAIN,
@@ -67,13 +80,24 @@ from tests.fakes.slack.common import (
 )
 from tests.fakes.slack.faults import Fault, Faults
 from tests.fakes.slack.files import FileFeatures, UploadedFile, _PendingUpload, _StoredFile
+from tests.fakes.slack.kit import MAX_BLOCKS
 from tests.fakes.slack.members import Membership
 from tests.fakes.slack.outgoing import Outgoing
 from tests.fakes.slack.rates import RateLimits
 from tests.fakes.slack.socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMode, _Socket
+from tests.fakes.slack.surfaces import SurfaceRules
 from tests.fakes.slack.users import UserActions
+from tests.fakes.slack.validate import validate
 
-__all__ = ["DEFAULT_SCOPES", "ApiCall", "FakeSlack", "Message", "UploadedFile"]
+__all__ = [
+    "DEFAULT_SCOPES",
+    "ApiCall",
+    "Canvas",
+    "FakeSlack",
+    "Message",
+    "SurfaceRules",
+    "UploadedFile",
+]
 
 DEFAULT_SCOPES = (
     "app_mentions:read",
@@ -86,6 +110,8 @@ DEFAULT_SCOPES = (
     "im:history",
     "reactions:write",
     "assistant:write",
+    "canvases:read",
+    "canvases:write",
 )
 METHOD_SCOPES = {
     "chat.postMessage": "chat:write",
@@ -105,6 +131,14 @@ METHOD_SCOPES = {
     "chat.stopStream": "chat:write",
     "assistant.threads.setSuggestedPrompts": "assistant:write",
     "assistant.threads.setTitle": "assistant:write",
+    "canvases.create": "canvases:write",
+    "conversations.canvases.create": "canvases:write",
+    "canvases.edit": "canvases:write",
+    "canvases.access.set": "canvases:write",
+    "canvases.access.delete": "canvases:write",
+    "canvases.delete": "canvases:write",
+    "canvases.sections.lookup": "canvases:read",
+    "canvases.getContent": "canvases:read",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
@@ -131,8 +165,19 @@ class ApiCall:
 # --------------------------------------------------------------------------- the fake
 
 
-class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
-    """A fake Slack workspace on 127.0.0.1; an async context manager."""
+class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, UserActions):
+    """A fake Slack workspace on 127.0.0.1; an async context manager.
+
+    The data-block and canvas switches (the module docstring says more):
+    ``refuse_blocks``: block types the workspace lacks (``invalid_blocks`` naming the type);
+    ``data_table_revision``: "A" (default) or "B" (201 rows, 20,000 characters);
+    ``chart_max_series``: segments or series a chart may hold (6; some sources say 12);
+    ``stream_data_blocks``: the stream methods take table-family and chart blocks (False);
+    ``surface_rules``: the finer rules of surfaces.py (``SurfaceRules``);
+    ``canvases``: "paid", "free" or "disabled"; ``channel_canvases``: the tier has them;
+    ``block_mismatch``: ``chat.update`` refuses to swap rich_text blocks for other kinds.
+    A post's ``unfurl_links`` / ``unfurl_media`` are kept on the stored ``Message``.
+    """
 
     def __init__(
         self,
@@ -154,6 +199,14 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         share_delay_s: float = 0.2,
         ack_deadline_s: float = ACK_DEADLINE_S,
         max_redeliveries: int = MAX_REDELIVERIES,
+        refuse_blocks: Iterable[str] = (),
+        data_table_revision: str = "A",
+        chart_max_series: int = 6,
+        stream_data_blocks: bool = False,
+        surface_rules: SurfaceRules | None = None,
+        canvases: str = "paid",
+        channel_canvases: bool = True,
+        block_mismatch: bool = False,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -179,6 +232,21 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.streams: dict[str, Stream] = {}
         self.prompts: list[Json] = []
         self.titles: dict[tuple[str, str], str] = {}
+        self.surface_rules = replace(
+            surface_rules or SurfaceRules(),
+            refuse_blocks=frozenset(refuse_blocks),
+            data_table_revision=data_table_revision,
+            chart_max_series=chart_max_series,
+            stream_data_blocks=stream_data_blocks,
+        )
+        if canvases not in CANVAS_MODES:
+            raise ValueError(f"canvases must be one of {sorted(CANVAS_MODES)}")
+        self.block_mismatch = block_mismatch  # chat.update: rich_text kept rich_text
+        self.canvas_mode = canvases
+        self.channel_canvases = channel_canvases
+        self.canvases: dict[str, Canvas] = {}  # canvas id -> canvas
+        self._deleted_canvases: set[str] = set()
+        self._locked_canvases: set[str] = set()
 
         self.base_url = ""
         self.api_url = ""
@@ -232,7 +300,9 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "users.info": self._users_info,
+            "blocks.validate": self._blocks_validate,
             **self._ai_methods(),
+            **self._canvas_methods(),
         }
 
     # -- lifecycle
@@ -425,7 +495,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
 
     def _chat_post_message(self, args: Json) -> Json:
         channel = self._channel_arg(args)
-        fields = self._bot_fields(message_content(args, required=True))
+        fields = self._bot_fields(message_content(args, required=True, rules=self.surface_rules))
         if metadata := message_metadata(args):
             fields["metadata"] = metadata
         if thread_ts := args.get("thread_ts"):
@@ -433,6 +503,9 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
             if flag(args.get("reply_broadcast")):
                 fields["subtype"] = "thread_broadcast"
         message = self._store(channel, fields)
+        for key in ("unfurl_links", "unfurl_media"):
+            if key in args:
+                setattr(message, key, flag(args[key]))
         self._clear_status(channel, fields.get("thread_ts"))
         self._echo(self._as_event(message, subtype=message.get("subtype")))
         return {"channel": channel, "ts": message["ts"], "message": copy.deepcopy(dict(message))}
@@ -442,7 +515,10 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         message = self._bot_message_arg(channel, args.get("ts"), "cant_update_message")
         if self.streaming(message["ts"]):
             raise SlackError("streaming_state_conflict")
-        content = message_content(args, required=False)
+        content = message_content(args, required=False, rules=self.surface_rules)
+        swapped = content.get("blocks") and not _rich_text_only(content)
+        if self.block_mismatch and swapped and _rich_text_only(message):
+            raise SlackError("block_mismatch")
         metadata = message_metadata(args)
         if not content and metadata is None and "file_ids" not in args:
             raise SlackError("no_text")
@@ -468,7 +544,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         channel = self._channel_arg(args)
         if not args.get("user"):
             raise SlackError("user_not_in_channel")
-        content = message_content(args, required=True)
+        content = message_content(args, required=True, rules=self.surface_rules)
         message_ts = self._next_ts()
         ephemeral = {"channel": channel, "user": args["user"], "message_ts": message_ts, **content}
         if args.get("thread_ts"):
@@ -544,6 +620,9 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
             "response_metadata": {"next_cursor": cursor},
         }
 
+    def _blocks_validate(self, args: Json) -> Json:
+        return validate(args, self.surface_rules)
+
     def _users_info(self, args: Json) -> Json:
         user = str(args.get("user", ""))
         if not re.fullmatch(r"[UW][A-Z0-9]{2,}", user):
@@ -567,7 +646,12 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
 
     # -- method helpers
 
-    _checked_blocks = staticmethod(checked_blocks)
+    def _checked_blocks(self, blocks: Any, taken_ids: frozenset[str] = frozenset()) -> list[Json]:
+        """Blocks given to a stream method (``stopStream`` or a ``blocks`` chunk)."""
+        if isinstance(blocks, list) and len(blocks) > MAX_BLOCKS:
+            raise SlackError("msg_blocks_too_many")
+        rules = replace(self.surface_rules, in_stream=True)
+        return checked_blocks(blocks, taken_ids, rules=rules)
 
     @staticmethod
     def _channel_arg(args: Json) -> str:
@@ -665,6 +749,12 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         parent["reply_count"] -= 1
         replies = self.thread(channel, parent["ts"])[1:]
         parent["latest_reply"] = replies[-1]["ts"] if replies else parent["ts"]
+
+
+def _rich_text_only(content: Json) -> bool:
+    """Blocks that are all rich_text (what chat.update may not swap for other kinds)."""
+    blocks = content.get("blocks")
+    return bool(blocks) and all(b.get("type") == "rich_text" for b in blocks)
 
 
 def _encode_cursor(offset: int) -> str:

@@ -1,16 +1,20 @@
 """Message content in the fake Slack, checked as Slack checks it (slack-platform.md §6.1,
-§6.2): text and markdown limits, Block Kit rules, metadata, and the rich_text block Slack's
-clients attach to what a user types."""
+§6.2): text and markdown limits, Block Kit rules (kit.py, and surfaces.py for the data
+blocks, whose switches arrive as ``SurfaceRules``), metadata, and the rich_text block Slack's
+clients attach to what a user types. A second ``table`` in a message is
+``invalid_attachments`` with ``only_one_table_allowed``, as Slack is reported to answer."""
 
 from __future__ import annotations
 
 import copy
 import re
 import string
+from collections.abc import Sequence
 from typing import Any
 
 from tests.fakes.slack.common import Json, SlackError, json_arg, random_id
 from tests.fakes.slack.kit import block_problems
+from tests.fakes.slack.surfaces import DEFAULT_RULES, ONLY_ONE_TABLE, SurfaceRules
 
 __all__ = ["block_problems", "checked_blocks", "message_content", "message_metadata"]
 
@@ -35,7 +39,7 @@ def rich_text(text: str) -> list[Json]:
     return [{"type": "rich_text", "block_id": new_block_id(), "elements": [section]}]
 
 
-def message_content(args: Json, *, required: bool) -> Json:
+def message_content(args: Json, *, required: bool, rules: SurfaceRules = DEFAULT_RULES) -> Json:
     """The message content of a chat.* call, validated as Slack does.
 
     Only the fields the call gave are returned, so chat.update can keep the others.
@@ -54,27 +58,37 @@ def message_content(args: Json, *, required: bool) -> Json:
         if len(str(markdown)) > MAX_MARKDOWN:
             raise SlackError("msg_too_long")
         return {"text": str(markdown), "blocks": [{"type": "markdown", "text": str(markdown)}]}
+    if attachments is not None and not isinstance(attachments, list):
+        raise SlackError("invalid_attachments")
     out: Json = {}
     if text is not None:
         out["text"] = str(text)
-    if blocks is not None:
-        out["blocks"] = checked_blocks(blocks)
+    if blocks is not None or attachments:
+        checked = checked_blocks(blocks or [], rules=rules, attachments=attachments or [])
+        if blocks is not None:
+            out["blocks"] = checked
     if attachments is not None:
-        if not isinstance(attachments, list):
-            raise SlackError("invalid_attachments")
         out["attachments"] = attachments
     return out
 
 
-def checked_blocks(blocks: Any, taken_ids: frozenset[str] = frozenset()) -> list[Json]:
+def checked_blocks(
+    blocks: Any,
+    taken_ids: frozenset[str] = frozenset(),
+    *,
+    rules: SurfaceRules = DEFAULT_RULES,
+    attachments: Sequence[Any] = (),
+) -> list[Json]:
     """`blocks` as Slack stores them, or ``invalid_blocks`` saying what is wrong (kit);
-    `taken_ids`: block_ids the message already has."""
+    `taken_ids`: block_ids the message already has; `attachments`: the message's, whose
+    blocks count with its own."""
     if not isinstance(blocks, list):
         raise SlackError("invalid_blocks_format")
-    if problems := block_problems(blocks, taken_ids):
-        raise SlackError("invalid_blocks", response_metadata={"messages": problems})
+    if problems := block_problems(blocks, taken_ids, rules, attachments):
+        error = "invalid_attachments" if any(ONLY_ONE_TABLE in p for p in problems) else None
+        raise SlackError(error or "invalid_blocks", response_metadata={"messages": problems})
     markdown_total = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
-    if markdown_total > MAX_MARKDOWN:
+    if markdown_total > MAX_MARKDOWN and not rules.markdown_per_block:
         raise SlackError("msg_blocks_too_long")
     # Slack fills in missing block_ids (markdown blocks keep none)
     blocks = copy.deepcopy(blocks)

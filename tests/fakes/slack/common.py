@@ -14,12 +14,15 @@ TEAM_DOMAIN = "fake-ws"
 
 
 class Message(dict[str, Any]):
-    """A stored message: Slack's own fields, plus where it lives and its earlier versions."""
+    """A stored message: Slack's own fields, plus where it lives, its earlier versions and
+    the link-preview flags it was posted with (a bot post's defaults: links off, media on)."""
 
     def __init__(self, channel: str, fields: Json) -> None:
         super().__init__(fields)
         self.channel = channel
         self.history: list[Json] = []  # earlier versions, oldest first (chat.update)
+        self.unfurl_links = False
+        self.unfurl_media = True
 
     @property
     def versions(self) -> list[Json]:

@@ -7,13 +7,23 @@ is ``plain_text``; an ``actions`` block holds 1 to 25 elements and a ``context``
 10, a ``context_actions`` block 1 to 5 (``feedback_buttons`` or ``icon_button``); action_ids
 are unique within a block and block_ids within a message (the blocks of a streamed message
 count together). Blocks of a type the fake does not know pass unchecked, so the checks stay
-about what is known.
+about what is known (``rich_text`` too, so its ``canvas`` elements pass). The data blocks
+(``table``, ``data_table``, ``data_visualization``) and their per-message rules are in
+surfaces.py; ``table`` blocks may also sit in ``attachments[].blocks``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from tests.fakes.slack.surfaces import (
+    DEFAULT_RULES,
+    SURFACE_BLOCKS,
+    Located,
+    SurfaceRules,
+    message_problems,
+)
 
 MAX_BLOCKS = 50
 MAX_BLOCK_ID = 255
@@ -52,26 +62,52 @@ Bad = Callable[[str, str], None]  # (json pointer under /blocks, what is wrong)
 Json = dict[str, Any]
 
 
-def block_problems(blocks: list[Any], taken_ids: frozenset[str] = frozenset()) -> list[str]:
-    """Every Block Kit violation in `blocks`; `taken_ids` are block_ids already in the
-    message (an earlier part of a stream)."""
+def block_problems(
+    blocks: list[Any],
+    taken_ids: frozenset[str] = frozenset(),
+    rules: SurfaceRules = DEFAULT_RULES,
+    attachments: Sequence[Any] = (),
+) -> list[str]:
+    """Every Block Kit violation in `blocks` and the blocks of `attachments`; `taken_ids` are
+    block_ids already in the message (an earlier part of a stream)."""
     problems: list[str] = []
 
-    def bad(path: str, what: str) -> None:
-        problems.append(f"[ERROR] {what} [json-pointer:/blocks{path}]")
+    def bad_under(root: str) -> Bad:
+        return lambda path, what: problems.append(f"[ERROR] {what} [json-pointer:{root}{path}]")
 
+    seen = set(taken_ids)
+    located = _check_blocks(blocks, seen, rules, bad_under("/blocks"), "/blocks")
+    for j, attachment in enumerate(attachments):
+        inner = attachment.get("blocks") if isinstance(attachment, dict) else None
+        if isinstance(inner, list):
+            root = f"/attachments/{j}/blocks"
+            located += _check_blocks(inner, seen, rules, bad_under(root), root)
+    message_problems(located, rules, bad_under(""))
+    return problems
+
+
+def _check_blocks(
+    blocks: list[Any], seen: set[str], rules: SurfaceRules, bad: Bad, root: str
+) -> Located:
+    """Check each block; answer the well-formed ones with their full json pointers."""
     if len(blocks) > MAX_BLOCKS:
         bad("", f"no more than {MAX_BLOCKS} items allowed")
-    seen = set(taken_ids)
+    located: Located = []
     for i, block in enumerate(blocks):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             bad(f"/{i}", "missing required field: type")
             continue
         _block_id(f"/{i}", block, seen, bad)
-        check = BLOCKS.get(block["type"])
-        if check is not None:
+        kind = block["type"]
+        if refusal := rules.refusal(kind, in_attachment=root != "/blocks"):
+            bad(f"/{i}/type", refusal)
+            continue
+        if check := BLOCKS.get(kind):
             check(f"/{i}", block, bad)
-    return problems
+        elif surface := SURFACE_BLOCKS.get(kind):
+            surface(f"/{i}", block, bad, rules)
+        located.append((f"{root}/{i}", block))
+    return located
 
 
 def _block_id(path: str, block: Json, seen: set[str], bad: Bad) -> None:

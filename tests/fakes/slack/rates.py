@@ -31,6 +31,15 @@ PER_MINUTE = {
     "chat.appendStream": TIER_4,
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
+    "canvases.create": TIER_2,
+    "conversations.canvases.create": TIER_2,
+    "canvases.edit": TIER_3,
+    "canvases.access.set": TIER_3,
+    "canvases.access.delete": TIER_3,
+    "canvases.sections.lookup": TIER_3,
+    "canvases.delete": TIER_3,
+    "canvases.getContent": TIER_3,  # no tier published; taken as its neighbours'
+    "blocks.validate": TIER_3,  # no tier published; taken as the canvas methods'
 }
 POSTS_PER_S, POST_BURST = 1.0, 3
 
