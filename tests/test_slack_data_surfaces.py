@@ -106,8 +106,8 @@ async def test_population_answer_shows_a_data_table_a_chart_and_a_canvas(
 
 def rewriting_analyst(req: ModelRequest) -> Reply:
     """Writes report.md with the question in it, then answers."""
-    if req.turn == 0:
-        question = str(req.messages[-1]["content"])[-40:]
+    if not req.tool_results():
+        question = req.last_user_text[-40:]
         code = f"open('/buddy/work/report.md', 'w').write('# Report\\n\\nAsked: ' + {question!r})"
         return Reply([tool_use("run_code", {"language": "python", "code": code})])
     return Reply([text("Written.")])
