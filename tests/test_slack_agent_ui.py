@@ -89,7 +89,11 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     assert (first.status, first.loading_messages) == (STATUS, (f"Reading {CSV}…",))
     assert h.slack.thread_status(CHANNEL, thread) == ""  # the streamed reply cleared it
     assert not h.slack.reactions  # the status is the sign, not :eyes:
-    assert [m["ts"] for m in visible(h, thread)] == [answer["ts"]]
+    # the answer, then its table as a table (a data_table with numbers as numbers)
+    [shown, data] = visible(h, thread)
+    assert shown["ts"] == answer["ts"]
+    [table] = [b for b in data["blocks"] if b["type"] == "data_table"]
+    assert all(n in str(table) for n in NUMBERS) and "raw_number" in str(table)
     stream = h.slack.streams[answer["ts"]]
     assert stream.stopped and stream.recipient == ("U0HUMAN01", "T0FAKE001")
     plan, stop, markdown, footer, feedback = answer["blocks"]
@@ -99,7 +103,7 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     assert any("import polars" in t.get("details", "") for t in steps)
     assert any("ModuleNotFoundError" in t.get("output", "") for t in steps)
     assert stop["elements"][0]["action_id"] == "stop_run"
-    assert all(n in markdown["text"] for n in NUMBERS) and "5 turns" in str(footer)
+    assert "Table 1 below" in markdown["text"] and "5 turns" in str(footer)
     assert feedback["type"] == "context_actions"
     assert [(r.user, r.value) for r in ratings] == [("U0HUMAN02", "bad")]
 
@@ -200,23 +204,25 @@ async def test_stream_expiry_mid_run_loses_no_text(sandbox_root: Path, monkeypat
     ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
+        await h.slack.wait_for(lambda: "data_table" in str(visible(h, thread)))
         texts = h.texts(thread)
 
     ended = [c.error for c in h.slack.calls if c.method.startswith("chat.") and c.error]
     assert set(ended) == {"message_not_in_streaming_state"}
     assert all(n in texts for n in NUMBERS)
-    assert "context_actions" in str(visible(h, thread)[-1]["blocks"])
+    answer, data = visible(h, thread)[-2:]  # the answer's end, then its table
+    assert "context_actions" in str(answer["blocks"]) and "data_table" in str(data["blocks"])
 
 
-def long_table(req: ModelRequest) -> Reply:
-    rows = "\n".join(f"| row {i:04d} | {i * 7919 % 100_000:>8} |" for i in range(900))
-    return Reply([text(f"Here is every row.\n\n| name | value |\n|---|---:|\n{rows}\n\nThe end.")])
+def long_list(req: ModelRequest) -> Reply:
+    rows = "\n".join(f"- row {i:04d}: {i * 7919 % 100_000:>8}" for i in range(900))
+    return Reply([text(f"Here is every row.\n\n{rows}\n\nThe end.")])
 
 
 async def test_an_answer_past_12000_characters_continues_readably(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot("local", long_table, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot("local", long_list, sandbox_root, monkeypatch, slack_ui="agent") as h:
         thread = (await h.slack.post_user_message(CHANNEL, "all rows?", mention=True))["ts"]
         await h.wait_for_text(thread, "The end.")
         await h.slack.wait_for(lambda: "context_actions" in str(visible(h, thread)[-1]))
@@ -224,9 +230,8 @@ async def test_an_answer_past_12000_characters_continues_readably(
 
     parts = [b["text"] for m in messages for b in m["blocks"] if b["type"] == "markdown"]
     assert len(parts) >= 2 and all(len(p) <= 12_000 for p in parts)
-    assert all(p.startswith("| name | value |\n|---|---:|") for p in parts[1:])
     body = "\n".join(parts)
-    assert all(f"| row {i:04d} |" in body for i in range(900))
+    assert all(f"- row {i:04d}:" in body for i in range(900))
     assert "context_actions" in str(messages[-1]["blocks"])
 
 
