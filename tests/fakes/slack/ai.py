@@ -65,6 +65,7 @@ MAX_TASK_TITLE = 256  # the doc gives none; an assumption
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 DISPLAY_MODES = frozenset({"timeline", "plan"})
+SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})  # sessions.py
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class AssistantFeatures:
     _echo: Any
     _as_event: Any
     _changed_event: Any
+    _session_stream_stopped: Any
 
     def _ai_methods(self) -> dict[str, Any]:
         return {
@@ -241,12 +243,16 @@ class AssistantFeatures:
 
     def _stop_stream(self, args: Json) -> Json:
         stream, message = self._live_stream(args, appending=False)
+        session_status = str(args.get("session_status") or "active")  # sessions.py
+        if session_status not in SESSION_STATUSES:
+            raise SlackError("invalid_arguments")
         blocks = args.get("blocks")
         previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
         if blocks:
             stream.final_blocks += self._checked_blocks(blocks, _block_ids(stream))
         stream.stopped = True
+        self._session_stream_stopped(stream, session_status)
         self._render(stream, message)
         self._echo(self._changed_event(stream.channel, message, previous))
         return {"channel": stream.channel, "ts": stream.ts, "message": dict(message)}

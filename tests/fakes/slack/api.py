@@ -70,6 +70,7 @@ from tests.fakes.slack.files import FileFeatures, UploadedFile, _PendingUpload, 
 from tests.fakes.slack.members import Membership
 from tests.fakes.slack.outgoing import Outgoing
 from tests.fakes.slack.rates import RateLimits
+from tests.fakes.slack.sessions import JSON_METHODS, AgentSession, SessionFeatures
 from tests.fakes.slack.socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMode, _Socket
 from tests.fakes.slack.users import UserActions
 
@@ -105,6 +106,8 @@ METHOD_SCOPES = {
     "chat.stopStream": "chat:write",
     "assistant.threads.setSuggestedPrompts": "assistant:write",
     "assistant.threads.setTitle": "assistant:write",
+    "agents.sessions.setStatus": "chat:write",  # slack-data-surfaces §6.2, §6.3
+    "agents.sessions.rename": "chat:write",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
@@ -131,7 +134,7 @@ class ApiCall:
 # --------------------------------------------------------------------------- the fake
 
 
-class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
+class FakeSlack(AssistantFeatures, SessionFeatures, FileFeatures, SocketMode, UserActions):
     """A fake Slack workspace on 127.0.0.1; an async context manager."""
 
     def __init__(
@@ -154,6 +157,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         share_delay_s: float = 0.2,
         ack_deadline_s: float = ACK_DEADLINE_S,
         max_redeliveries: int = MAX_REDELIVERIES,
+        agent_sessions: bool = False,
+        session_stop_subscribed: bool = True,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -179,6 +184,11 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
         self.streams: dict[str, Stream] = {}
         self.prompts: list[Json] = []
         self.titles: dict[tuple[str, str], str] = {}
+        self.agent_sessions = agent_sessions  # False: agents.sessions.* feature_disabled
+        self.session_stop_subscribed = session_stop_subscribed  # else a warning, no stop
+        self.session_channels: set[str] = set()  # sessions without thread_ts
+        self.sessions: dict[tuple[str, str], AgentSession] = {}
+        self.session_stops: list[str] = []
 
         self.base_url = ""
         self.api_url = ""
@@ -233,6 +243,7 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
             "files.completeUploadExternal": self._files_complete_upload,
             "users.info": self._users_info,
             **self._ai_methods(),
+            **self._session_methods(),
         }
 
     # -- lifecycle
@@ -352,6 +363,8 @@ class FakeSlack(AssistantFeatures, FileFeatures, SocketMode, UserActions):
                 raise SlackError("unknown_method", req_method=method)
             self._authorize(method, headers, call.args)
             self.membership.check(method, call.args)
+            if method in JSON_METHODS and request.content_type != "application/json":
+                raise SlackError("invalid_arguments")  # these take a JSON body only
             body = {"ok": True, **handler(call.args)}
         except SlackError as err:
             call.error = err.error
