@@ -31,6 +31,8 @@ PER_MINUTE = {
     "chat.appendStream": TIER_4,
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
+    "agents.sessions.setStatus": TIER_3,  # slack-data-surfaces §6.2
+    "agents.sessions.rename": TIER_3,
 }
 POSTS_PER_S, POST_BURST = 1.0, 3
 
