@@ -167,3 +167,12 @@ async def test_a_stop_from_someone_who_may_not_is_refused(sandbox_root: Path, mo
     assert told(h, "U0HUMAN02") == ["Only <@U0HUMAN01> (who asked) can stop this run."]
     assert "Stopped" not in h.texts(thread)
     assert history(h, thread) == ["processing", "active"]
+
+
+def test_the_manifest_subscribes_to_the_sessions_stop() -> None:
+    """Without it Slack shows no stop button on the bot's sessions."""
+    manifest = (Path(__file__).parent.parent / "manifest.yml").read_text()
+    events = manifest.split("bot_events:", 1)[1].split("interactivity:", 1)[0]
+    listed = [line.split("#")[0].strip(" -") for line in events.splitlines()]
+    assert "agent_session_stopped" in listed
+    assert "agent_view:" in manifest  # the app is declared an agent
