@@ -97,10 +97,15 @@ class SessionFeatures:
     # -- what people do
 
     async def press_session_stop(
-        self, channel: str, thread_ts: str, user: str = "U0HUMAN01"
+        self,
+        channel: str,
+        thread_ts: str,
+        user: str = "U0HUMAN01",
+        *,
+        connection: int | None = None,
     ) -> str:
         """A person presses the session's stop button; returns the envelope id of the
-        ``agent_session_stopped`` event sent for it."""
+        ``agent_session_stopped`` event sent for it (to `connection`, else Slack's pick)."""
         session = self.sessions.get((channel, thread_ts))
         if session is None or session.status != "processing":
             raise LookupError(f"no session processing at {channel}/{thread_ts}")
@@ -110,7 +115,7 @@ class SessionFeatures:
         for stream in stopped:
             stream.stopped, stream.stopped_by_user = True, user
         event = self.session_stop_event(channel, thread_ts, user, [s.ts for s in stopped])
-        envelope_id = await self.push_event(event)
+        envelope_id = await self.push_event(event, connection=connection)
         self.session_stops.append(envelope_id)
         return envelope_id
 
