@@ -33,7 +33,9 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   ``chat.stopStream`` ``message_not_in_streaming_state`` (the doc names ``stopped_by_user``
   for appendStream only; the stream is no longer streaming). The ``agent_session_stopped``
   event that may come with it is not sent: the doc only infers the link, and the SDK does
-  not know the event.
+  not know the event. The session's own stop button is ``press_session_stop`` (sessions.py).
+- ``chat.stopStream`` takes ``session_status`` (active, processing, suspended or closed,
+  default active; else ``invalid_arguments``) for the thread's session (sessions.py).
 - The stored message's ``text`` is all its markdown; its blocks are a ``plan`` block of
   ``task_card``s (details and output kept as given, plain strings), the blocks of
   ``blocks`` chunks (they stay: stopping a stream does not take them away), a ``markdown``

@@ -25,7 +25,9 @@ from there); file downloads redirect to a CDN on another host (cdn.py); acks are
 shape-checked (socket.py). The bot's own posts, edits and deletions come back to it
 as events, as they do in a real channel (``echo_bot_events``, on by default). An upload's
 share lands in its thread a moment after ``files.completeUploadExternal`` answers
-(``share_delay_s``), as Slack shares files asynchronously (files.py).
+(``share_delay_s``), as Slack shares files asynchronously (files.py). Agent sessions
+(sessions.py) are off unless a test turns them on (``agent_sessions=True``), as in a
+workspace without the feature.
 
 What a test left wrong is raised when the fake closes (after a test body that passed):
 malformed acks, and faults injected with ``fail_next`` that no call used up.
