@@ -26,6 +26,7 @@ PER_MINUTE = {
     "chat.appendStream": TIER_4,
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
+    "agents.sessions.setStatus": TIER_3,
 }
 POSTS_PER_S, POST_BURST = 1.0, 2  # Slack's bursts: about 3
 HEADROOM = 0.9
