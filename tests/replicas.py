@@ -185,12 +185,13 @@ async def replicas(
     root: Path,
     monkeypatch: pytest.MonkeyPatch,
     n: int = 2,
+    slack_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Replicas]:
     async with (
         redis_server(root / "redis") as redis,
         fake_world(
-            "buddy", model_fn, root, monkeypatch, {"spread_events": True},
+            "buddy", model_fn, root, monkeypatch, {"spread_events": True, **(slack_options or {})},
             redis_url=redis.url, shutdown_grace_s=5, **overrides,
         ) as h,
     ):  # fmt: skip

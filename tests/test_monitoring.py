@@ -23,6 +23,7 @@ from tests.slack_harness import CHANNEL, fake_world, running_bot
 
 ANSWER = "The answer is 42."
 LOCAL = {"metrics_host": "127.0.0.1"}
+SESSIONS = {"agent_sessions": True}  # else the workspace's refusal of them is a Slack error
 SERVICES = ("slack", "anthropic", "sandbox", "store")
 TOKEN_FIELDS = {  # the metric's kinds, and the Messages API's usage fields
     "input": "input_tokens",
@@ -77,7 +78,7 @@ async def test_a_run_moves_the_metrics_and_health_is_ok_once_connected(
 ) -> None:
     port = free_port()
     async with running_bot(
-        "local", one_tool_call, sandbox_root, monkeypatch, metrics_port=port, **LOCAL
+        "local", one_tool_call, sandbox_root, monkeypatch, SESSIONS, metrics_port=port, **LOCAL
     ) as h:
         health = await get(port, "/healthz")
         assert health.status_code == 200
@@ -194,7 +195,7 @@ async def test_failures_are_counted_by_service(
 ) -> None:
     port = free_port()
     async with running_bot(
-        "local", one_tool_call, sandbox_root, monkeypatch, metrics_port=port, **LOCAL,
+        "local", one_tool_call, sandbox_root, monkeypatch, SESSIONS, metrics_port=port, **LOCAL,
         slack_ui="classic",  # its :eyes: reaction, which Slack refuses
     ) as h:  # fmt: skip
         h.slack.fail_next("reactions.add", 1, status=200, error="too_many_reactions")

@@ -98,6 +98,24 @@ async def test_stop_clicked_on_the_replica_not_running_the_run(
     assert answers(r, thread) == []
 
 
+async def test_a_sessions_stop_on_the_replica_not_running_the_run(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """Slack's stop button on the thread's agent session, its event on the other replica:
+    the owner stops the run, as with the Stop button."""
+    options = {"agent_sessions": True}
+    async with replicas(script, sandbox_root, monkeypatch, slack_options=options) as r:
+        thread, owner = await mention(r, "slow")
+        await r.h.slack.wait_for(lambda: steps(r, thread) > 0, 30)
+        stop = await r.h.slack.press_session_stop(CHANNEL, thread, connection=1 - owner)
+        await r.h.slack.wait_for_ack(stop)
+        await r.h.wait_for_text(thread, "Stopped by <@U0HUMAN01>", timeout=30)
+        await r.h.slack.wait_for(lambda: r.h.slack.session_status(CHANNEL, thread) == "active")
+
+    assert r.h.slack.connection_of(stop) == 1 - owner
+    assert answers(r, thread) == []
+
+
 async def test_eight_threads_at_once(sandbox_root: Path, monkeypatch) -> None:
     async with replicas(script, sandbox_root, monkeypatch) as r:
         threads = [(await mention(r, f"note {i}"))[0] for i in range(8)]

@@ -216,6 +216,11 @@ class Engine:
             return None
         return await self.ask(key, CONTINUE_QUESTION, user=user)
 
+    def running(self, key: str) -> str | None:
+        """The id of the run going in the thread in this process, or None."""
+        thread = self._threads.get(key)
+        return thread.run_id if thread is not None and thread.running else None
+
     async def stop(self, run_id: str, by: str) -> bool:
         """The Stop button: True if the run was still going."""
         run = await self._store.request_stop(run_id, by)

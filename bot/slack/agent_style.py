@@ -5,7 +5,13 @@ its footer and feedback buttons. The stream starts with the first thing to show,
 that only answers (or ends before Slack's limits let its stream start) is one plain
 message. Nothing here makes the run wait for Slack but its last message. A workspace that
 refuses the status gets no agent style (`begin` says False); one that refuses the stream
-is seen in `refused`, and the run view goes on in the classic style."""
+is seen in `refused`, and the run view goes on in the classic style.
+
+Where the thread has an agent session (agent_sessions.py; the run view set it to
+`processing`), the session is the run's sign of life: Slack draws its own loading indicator
+and stop button, so the thread's status is not set too, and a stop pressed there comes as
+`agent_session_stopped` (handlers.py), which names who pressed it. The run's last
+`chat.stopStream` moves the session to `active`."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import time
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import notes, render, render_stream
+from bot.slack.agent_sessions import ACTIVE, PROCESSING, AgentSessions
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.threads import ThreadRef
 from bot.slack.web.errors import SlackGone
@@ -35,8 +42,12 @@ class AgentStyle:
         user: str,
         *,
         refresh_s: float = STATUS_REFRESH_S,
+        sessions: AgentSessions | None = None,
     ) -> None:
         self._threads, self._ref, self._run_id, self._user = threads, ref, run_id, user
+        self._sessions = sessions
+        # the session shows the run (set before begin); the thread's status is not needed
+        self._in_session = sessions is not None and sessions.status(ref) == PROCESSING
         self._started = time.monotonic()
         self._refresh_s = refresh_s
         self._loading = [notes.READING_QUESTION]
@@ -61,7 +72,7 @@ class AgentStyle:
 
     async def begin(self) -> bool:
         """Show the run; False when the workspace refuses (the caller draws it classic)."""
-        showing = self._threads.status_showing(self._ref)
+        showing = self._in_session or self._threads.status_showing(self._ref)
         if not showing and not await self._threads.set_status(self._ref, self._loading):
             return False
         # RunStarted is shown from the run's own task, the one a Stop cancels
@@ -79,12 +90,13 @@ class AgentStyle:
         )
         if held:
             self._live.add([])  # the files are something to show already
-        self._refresher = asyncio.create_task(self._refresh())
+        if not self._in_session:
+            self._refresher = asyncio.create_task(self._refresh())
         return True
 
     async def step_started(self, step: int, event: ToolCallStarted) -> None:
         self._loading = [render_stream.step_title(step, event)]
-        if self._stream.starting:  # not up yet: the status names the step meanwhile
+        if self._stream.starting and not self._in_session:  # the status names the step
             await self._threads.set_status(self._ref, self._loading)
         self._stream.add([render_stream.task_started(step, event)])
 
@@ -94,15 +106,22 @@ class AgentStyle:
     async def finished(self, event: RunFinished) -> None:
         await self._end()
         blocks = render.answer_end(event, self.elapsed_s, self._run_id)
-        await self._stream.finish(event.answer or notes.NO_ANSWER, blocks, self.notes)
+        await self._finish(event.answer or notes.NO_ANSWER, blocks)
 
     async def stopped(self, by: str | None) -> None:
         await self._end()
-        await self._stream.finish(notes.stopped(by), [], self.notes)
+        await self._finish(notes.stopped(by), [])
 
     async def failed(self, message: str) -> None:
         await self._end()
-        await self._stream.finish(notes.failed(message), [], self.notes)
+        await self._finish(notes.failed(message), [])
+
+    async def _finish(self, text: str, blocks: list) -> None:
+        """The last words; the session goes `active` with the stream's stop where it can
+        (else the run view sets it)."""
+        status = ACTIVE if self._in_session else None
+        if await self._stream.finish(text, blocks, self.notes, status) and self._sessions:
+            self._sessions.noted(self._ref, ACTIVE)
 
     def abandon(self) -> None:
         """The channel is gone: stop refreshing the status and streaming, with no further
@@ -122,14 +141,22 @@ class AgentStyle:
         """Someone pressed Slack's own stop on the streamed message: they want the run
         stopped, as the Stop button stops it (the engine then shows it stopped). Slack
         names no one (`stopped_by_user` only); the stream is addressed to the asker
-        (recipient_user_id), so this is taken as the asker's stop, which Stop allows."""
+        (recipient_user_id), so this is taken as the asker's stop, which Stop allows.
+        In a session, the stop is the session's: its event names who pressed it, and the
+        Stop button's rules decide (handlers.py)."""
+        if self._in_session:
+            log.info(
+                "run %s: its stream was stopped in Slack; the session's event decides", self._run_id
+            )
+            return
         if self._run_task is not None and not self._run_task.done():
             log.info("run %s stopped from Slack's stop on its message", self._run_id)
             self._run_task.cancel()
 
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""
-        await self._threads.set_status(self._ref, [notes.slack_wait(wait_s), *self._loading])
+        if not self._in_session:
+            await self._threads.set_status(self._ref, [notes.slack_wait(wait_s), *self._loading])
 
     @property
     def _stream(self) -> LiveMessage:

@@ -20,6 +20,7 @@ from bot.monitoring import Health, Metrics, MonitoringServer, SlackErrors, meter
 from bot.sandbox.base import SandboxProvider
 from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
+from bot.slack.agent_sessions import AgentSessions
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackListeners
@@ -98,6 +99,10 @@ def build_app(
     @app.event("app_home_opened")
     async def home_opened(event: dict[str, Any]) -> None:
         await bot.on_home_opened(event)
+
+    @app.event("agent_session_stopped")  # Slack's stop button on a thread's agent session
+    async def session_stopped(event: dict[str, Any], body: dict[str, Any]) -> None:
+        await bot.on_session_stopped(event, body)
 
     @app.event("assistant_thread_started")
     async def thread_started(event: dict[str, Any]) -> None:
@@ -189,14 +194,18 @@ async def serve(
 
     agent = AgentThreads(web) if settings.slack_ui == "agent" else None
     data = DataSurfaces.of(web, store)
-    view_for = views(web, settings.max_cost_usd_per_run, agent=agent, data=data)
+    sessions = AgentSessions(web)  # in either style: the session's stop button is Slack's
+    view_for = views(web, settings.max_cost_usd_per_run, agent=agent, sessions=sessions, data=data)
 
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731
     engine = runtime.engine(store, view_for, opener, coord=coord, observers=metrics.counter)
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
-    bot = SlackListeners(engine, web, files, policy=policy, store=store, agent=agent, coord=coord)
+    bot = SlackListeners(
+        engine, web, files, policy=policy, store=store, agent=agent, coord=coord,
+        sessions=sessions,
+    )  # fmt: skip
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)

@@ -1,7 +1,9 @@
 """The Slack listeners: what the bot does with each kind of Slack input. Each is short and
 returns quickly; the engine runs the work, and the run's view (run_view.py) shows it.
 Routing between replicas (routing.py), the intake of files (intake.py, policy.py) and DM
-threads' titles and prompts (dm_threads.py) are their own modules."""
+threads' titles and prompts (dm_threads.py) are their own modules. Slack's agent sessions
+(agent_sessions.py) get `processing` as the first sign of a question, and their native stop
+button comes here as `agent_session_stopped`, handled as the Stop button is."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
 from bot.slack import notes, render
+from bot.slack.agent_sessions import PROCESSING, AgentSessions
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.analyses import Analyses
 from bot.slack.dm_threads import DmThreads
@@ -42,8 +45,10 @@ class SlackListeners:
         store: Store | None = None,
         agent: AgentThreads | None = None,
         coord: Coordinator | None = None,
+        sessions: AgentSessions | None = None,
     ) -> None:
         self.engine = engine
+        self.sessions = sessions  # Slack's agent sessions, where the workspace has them
         self.store = store
         self.agent = agent  # Slack's agent style; None: classic
         self.policy = policy
@@ -111,6 +116,32 @@ class SlackListeners:
         if run is None or await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
             await self._stop(run_id, user, channel, thread_ts)
 
+    async def on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        """Slack's stop button on the thread's agent session: the run going there stops as
+        with the Stop button (the same rules on who may), handled by the thread's owner."""
+        channel, thread_ts = event.get("channel") or "", event.get("thread_ts") or ""
+        if not channel or not thread_ts:
+            log.info("agent_session_stopped without a thread: ignored")
+            return
+        stopped_at = f"session-stop/{channel}/{thread_ts}/{event.get('event_ts')}"
+        if not await self.coord.first_time(body.get("event_id", ""), stopped_at):
+            return
+        ref = ThreadRef(_team(event, body), channel, thread_ts)
+        user = str(event.get("user") or "")
+        if await self.router.here(ref.key, {"kind": "session_stop", "key": ref.key, "user": user}):
+            await self._session_stop(ref, user)
+
+    async def _session_stop(self, ref: ThreadRef, user: str) -> None:
+        run_id = self.engine.running(ref.key)
+        if run_id is None:  # it ended as the stop was pressed, say
+            log.info("a stop on the agent session of %s, where no run goes: ignored", ref.key)
+            return
+        run = await self.store.get_run(run_id) if self.store else None
+        refusal = self.policy.stop_refusal(ref.channel, user, run.user if run else "")
+        if not await self._turned_away(ref.channel, user, ref.ts, refusal):
+            log.info("run %s stopped from its agent session in Slack", run_id)
+            await self.engine.stop(run_id, user)
+
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
             await self.web.ephemeral(channel, user, notes.RUN_ENDED, thread_ts)
@@ -126,6 +157,10 @@ class SlackListeners:
             case "stop":
                 args = (message["run_id"], message["user"], message["channel"])
                 await self._stop(*args, message.get("thread_ts"))
+            case "session_stop":
+                ref = ThreadRef.parse(message["key"])
+                if ref is not None:
+                    await self._session_stop(ref, message["user"])
             case "continue":
                 click = Click(**message["click"])
                 await self._continue(message["key"], message["grant_id"], click)
@@ -218,8 +253,12 @@ class SlackListeners:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
 
     async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list) -> bool:
-        """Show at once that the question was seen: the thread's status in the agent style
-        (True), else :eyes: on the message."""
+        """Show at once that the question was seen: the agent session's `processing` where
+        there are sessions, then in the agent style the thread's status unless the session
+        shows it (True), else :eyes: on the message."""
+        session = await self._session_processing(ref)
+        if session and self.agent is not None and self.agent.allowed(ref.team):
+            return True  # Slack's own loading indicator and stop button say it
         if self.agent is not None and self.agent.allowed(ref.team):
             names = [safe_display(f.get("name") or "file") for f in files]
             loading = [notes.reading(name) for name in names[:10]] or [notes.READING_QUESTION]
@@ -227,6 +266,12 @@ class SlackListeners:
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")
         return False
+
+    async def _session_processing(self, ref: ThreadRef) -> bool:
+        sessions = self.sessions
+        if sessions is None or not sessions.available(ref.team):
+            return False
+        return sessions.status(ref) == PROCESSING or await sessions.set(ref, PROCESSING)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:

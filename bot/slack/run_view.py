@@ -8,6 +8,11 @@ step), and the seam (web.py) to send them.
          │             └──────▶ classic (the stream refused) ─▶ finished | stopped | failed
          └──────────────────▶ classic (no agent style here)
 
+Where the workspace has agent sessions (agent_sessions.py), the thread's session is
+`processing` while a run goes, whatever the style (the stop button is Slack's), `active`
+once it has ended however it ended, and `closed` when the thread's sandbox is shut down
+for idleness.
+
 When Slack says the bot is no longer in the channel (someone removed it, or the channel was
 archived), nothing more can be shown there: the view says so once in the log, stops its
 background work, and stops the run (no one would see it go on)."""
@@ -39,6 +44,7 @@ from bot.sessions.events import (
     ViewFor,
 )
 from bot.slack import notes
+from bot.slack.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessions
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.classic_style import ClassicStyle
@@ -50,6 +56,8 @@ from bot.slack.web.errors import SlackGone
 
 log = logging.getLogger(__name__)
 
+# After these the run is over (or there was none): the session is no longer processing.
+RUN_OVER = (RunFinished, RunFailed, RunStopped, RunInterrupted, BudgetSpent)
 # After these there is nothing left to stop: a gone channel only means they go unseen.
 LAST_WORDS = (
     RunFinished,
@@ -84,16 +92,20 @@ def views(
     continue_usd: float,
     *,
     agent: AgentThreads | None = None,
+    sessions: AgentSessions | None = None,
     data: DataSurfaces | None = None,
 ) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
     `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
-    message, thread status), else the classic messages; `data`: how answers show their
-    tables, charts and report (None: as text and files)."""
+    message, thread status), else the classic messages; `sessions`: Slack's agent
+    sessions, where the workspace has them; `data`: how answers show their tables,
+    charts and report (None: as text and files)."""
 
     def view_for(key: str) -> RunView:
         ref = ThreadRef.parse(key)
-        return SlackRunView(web, ref, continue_usd, agent, data=data) if ref else ignore
+        if ref is None:
+            return ignore
+        return SlackRunView(web, ref, continue_usd, agent, sessions=sessions, data=data)
 
     return view_for
 
@@ -107,9 +119,10 @@ class SlackRunView:
         agent: AgentThreads | None = None,
         *,
         refresh_s: float | None = None,
+        sessions: AgentSessions | None = None,
         data: DataSurfaces | None = None,
     ) -> None:
-        self._web, self._ref, self._agent = web, ref, agent
+        self._web, self._ref, self._agent, self._sessions = web, ref, agent, sessions
         self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
         self.phase = Phase.NOT_STARTED
         self._style: AgentStyle | ClassicStyle | None = None
@@ -128,6 +141,9 @@ class SlackRunView:
             self._lose_channel(exc.code)
             if not isinstance(event, LAST_WORDS):
                 raise ChannelGone(notes.channel_gone(exc.code)) from None
+        finally:  # a run that failed to show is still over for the session
+            if not self._gone:
+                await self._move_session(event)
 
     def _lose_channel(self, error: str) -> None:
         self._gone = True
@@ -164,12 +180,29 @@ class SlackRunView:
             case _:
                 await self._agent_event(event)
 
+    async def _move_session(self, event: SessionEvent) -> None:
+        """The session's status once the run is over, or its sandbox gone (the stream's
+        stop may have moved it already)."""
+        sessions = self._sessions
+        if sessions is None:
+            return
+        if isinstance(event, RUN_OVER) and sessions.status(self._ref) != ACTIVE:
+            await sessions.set(self._ref, ACTIVE)
+        elif isinstance(event, SandboxSuspended):
+            await sessions.set(self._ref, CLOSED)
+
     async def _begin(self, event: RunStarted) -> None:
-        """The agent style where the workspace allows it, else the classic one."""
+        """The agent style where the workspace allows it, else the classic one; the
+        session (if any) shows the run going, from here or from the question's arrival."""
         self._extras.run_id = event.run_id
+        sessions = self._sessions
+        if sessions is not None and sessions.status(self._ref) != PROCESSING:
+            await sessions.set(self._ref, PROCESSING)
         if self._agent is not None and self._agent.allowed(self._ref.team):
-            extra = {"refresh_s": self._refresh_s} if self._refresh_s else {}
-            agent = AgentStyle(self._agent, self._ref, event.run_id, event.user, **extra)
+            extra: dict = {"refresh_s": self._refresh_s} if self._refresh_s else {}
+            agent = AgentStyle(
+                self._agent, self._ref, event.run_id, event.user, sessions=sessions, **extra
+            )
             if await agent.begin():
                 self._style = self._streamed = agent
                 self.phase = Phase.STREAMING

@@ -210,14 +210,29 @@ class SlackWeb:
         await answer("chat.appendStream", call)
 
     async def stop_stream(
-        self, channel: str, ts: str, chunks: list[dict], blocks: list[dict] | None
+        self,
+        channel: str,
+        ts: str,
+        chunks: list[dict],
+        blocks: list[dict] | None,
+        session_status: str | None = None,
     ) -> None:
-        """End a stream with its last `chunks` and `blocks` at the bottom."""
+        """End a stream with its last `chunks` and `blocks` at the bottom; with
+        `session_status`, the thread's agent session moves to it at the same time."""
         call = self.client.chat_stopStream(
             channel=channel, ts=ts, chunks=self.clean.data(chunks) or None,
-            blocks=self.clean.data(blocks),
+            blocks=self.clean.data(blocks), session_status=session_status,
         )  # fmt: skip
         await answer("chat.stopStream", call)
+
+    async def set_session_status(self, channel: str, thread_ts: str, status: str) -> str:
+        """The thread's agent session status (processing, active, suspended, closed),
+        creating the session if there is none; returns Slack's warning ("" if none)."""
+        call = lambda: self.client.agents_sessions_setStatus(  # noqa: E731
+            channel_id=channel, thread_ts=thread_ts, status=status
+        )
+        response = await self._call("agents.sessions.setStatus", call)
+        return str(response.get("warning") or "")
 
     async def set_title(self, channel: str, thread_ts: str, title: str) -> None:
         """A DM thread's title (agent and assistant views)."""

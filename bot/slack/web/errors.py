@@ -15,6 +15,7 @@ REFUSED = frozenset(
         "not_allowed_token_type",
         "missing_scope",
         "feature_not_enabled",
+        "feature_disabled",  # agent sessions
         "not_allowed",
         "unknown_method",
         "method_not_supported_for_channel_type",

@@ -30,6 +30,7 @@ PER_MINUTE = {
     "canvases.edit": TIER_3,
     "canvases.access.set": TIER_3,
     "canvases.delete": TIER_3,
+    "agents.sessions.setStatus": TIER_3,
 }
 POSTS_PER_S, POST_BURST = 1.0, 2  # Slack's bursts: about 3
 HEADROOM = 0.9

@@ -80,10 +80,14 @@ class LiveMessage:
         if self._flusher is not None:
             self._flusher.cancel()
 
-    async def finish(self, text: str, blocks: list[Chunk], notes: list[str]) -> None:
+    async def finish(
+        self, text: str, blocks: list[Chunk], notes: list[str], session_status: str | None = None
+    ) -> bool:
         """End with `text` (markdown) and `blocks` at the bottom; what does not fit
         continues in further messages, `blocks` under the last. Without a stream, `notes`
-        (what the opening tasks said) and the text go out as plain messages."""
+        (what the opening tasks said) and the text go out as plain messages. With
+        `session_status`, the stream's stop moves the thread's agent session to it: True
+        when it did (a stream Slack ended, or none, leaves that to the caller)."""
         self._ended = True
         # cleaned whole before it is cut: a secret or a mention across a cut is still caught
         text = self._web.clean.text(text)
@@ -92,8 +96,9 @@ class LiveMessage:
             for note in notes:
                 await self._web.post(self._ref.channel, self._ref.ts, note)
             await self._post(markdown_split.split(text), blocks)
-            return
+            return False
         rest = markdown_split.split(text)
+        carried = False
         if self.open:
             first, *rest = markdown_split.split(text, first_max=STREAM_MARKDOWN_MAX)
             chunks = self._queue + ([render_stream.markdown_chunk(first)] if first else [])
@@ -105,13 +110,16 @@ class LiveMessage:
                     self.ts,
                     render_stream.merged(chunks),
                     None if rest else blocks,
+                    session_status,
                 )
+                carried = session_status is not None
                 if not rest:
-                    return
+                    return carried
             except SlackError as exc:
-                _log_unless_ended(exc, "stop")
+                _log_unless_ended(exc, "stop")  # Slack's stop on it: the rest goes as posts
                 rest = [first, *rest]
         await self._post(rest, blocks)
+        return carried
 
     async def _post(self, parts: list[str], blocks: list[Chunk]) -> None:
         for text, body in render.markdown_posts(parts, blocks):

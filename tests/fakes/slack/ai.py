@@ -33,7 +33,9 @@ Where the docs leave room, the fake picks one reading and keeps to it:
   ``chat.stopStream`` ``message_not_in_streaming_state`` (the doc names ``stopped_by_user``
   for appendStream only; the stream is no longer streaming). The ``agent_session_stopped``
   event that may come with it is not sent: the doc only infers the link, and the SDK does
-  not know the event.
+  not know the event. The session's own stop button is ``press_session_stop`` (sessions.py).
+- ``chat.stopStream`` takes ``session_status`` (active, processing, suspended or closed,
+  default active; else ``invalid_arguments``) for the thread's session (sessions.py).
 - The stored message's ``text`` is all its markdown; its blocks are a ``plan`` block of
   ``task_card``s (details and output kept as given, plain strings), the blocks of
   ``blocks`` chunks (they stay: stopping a stream does not take them away), a ``markdown``
@@ -65,6 +67,7 @@ MAX_TASK_TITLE = 256  # the doc gives none; an assumption
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 DISPLAY_MODES = frozenset({"timeline", "plan"})
+SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})  # sessions.py
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class AssistantFeatures:
     _echo: Any
     _as_event: Any
     _changed_event: Any
+    _session_stream_stopped: Any
 
     def _ai_methods(self) -> dict[str, Any]:
         return {
@@ -241,12 +245,16 @@ class AssistantFeatures:
 
     def _stop_stream(self, args: Json) -> Json:
         stream, message = self._live_stream(args, appending=False)
+        session_status = str(args.get("session_status") or "active")  # sessions.py
+        if session_status not in SESSION_STATUSES:
+            raise SlackError("invalid_arguments")
         blocks = args.get("blocks")
         previous = copy.deepcopy(dict(message))
         self._apply(stream, args)
         if blocks:
             stream.final_blocks += self._checked_blocks(blocks, _block_ids(stream))
         stream.stopped = True
+        self._session_stream_stopped(stream, session_status)
         self._render(stream, message)
         self._echo(self._changed_event(stream.channel, message, previous))
         return {"channel": stream.channel, "ts": stream.ts, "message": dict(message)}

@@ -25,7 +25,9 @@ from there); file downloads redirect to a CDN on another host (cdn.py); acks are
 shape-checked (socket.py). The bot's own posts, edits and deletions come back to it
 as events, as they do in a real channel (``echo_bot_events``, on by default). An upload's
 share lands in its thread a moment after ``files.completeUploadExternal`` answers
-(``share_delay_s``), as Slack shares files asynchronously (files.py).
+(``share_delay_s``), as Slack shares files asynchronously (files.py). Agent sessions
+(sessions.py) are off unless a test turns them on (``agent_sessions=True``), as in a
+workspace without the feature.
 
 Slack's data blocks (``table``, ``data_table``, ``data_visualization``; surfaces.py) have
 switches where the sources disagree: ``refuse_blocks`` (block types a workspace does not
@@ -84,6 +86,7 @@ from tests.fakes.slack.kit import MAX_BLOCKS
 from tests.fakes.slack.members import Membership
 from tests.fakes.slack.outgoing import Outgoing
 from tests.fakes.slack.rates import RateLimits
+from tests.fakes.slack.sessions import JSON_METHODS, AgentSession, SessionFeatures
 from tests.fakes.slack.socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMode, _Socket
 from tests.fakes.slack.surfaces import SurfaceRules
 from tests.fakes.slack.users import UserActions
@@ -139,6 +142,8 @@ METHOD_SCOPES = {
     "canvases.delete": "canvases:write",
     "canvases.sections.lookup": "canvases:read",
     "canvases.getContent": "canvases:read",
+    "agents.sessions.setStatus": "chat:write",  # slack-data-surfaces §6.2, §6.3
+    "agents.sessions.rename": "chat:write",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
@@ -165,7 +170,9 @@ class ApiCall:
 # --------------------------------------------------------------------------- the fake
 
 
-class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, UserActions):
+class FakeSlack(
+    AssistantFeatures, CanvasFeatures, SessionFeatures, FileFeatures, SocketMode, UserActions
+):
     """A fake Slack workspace on 127.0.0.1; an async context manager.
 
     The data-block and canvas switches (the module docstring says more):
@@ -176,6 +183,8 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
     ``surface_rules``: the finer rules of surfaces.py (``SurfaceRules``);
     ``canvases``: "paid", "free" or "disabled"; ``channel_canvases``: the tier has them;
     ``block_mismatch``: ``chat.update`` refuses to swap rich_text blocks for other kinds.
+    ``agent_sessions``: the workspace has agent sessions (False: ``feature_disabled``);
+    ``session_stop_subscribed``: the app subscribes to ``agent_session_stopped``.
     A post's ``unfurl_links`` / ``unfurl_media`` are kept on the stored ``Message``.
     """
 
@@ -207,6 +216,8 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         canvases: str = "paid",
         channel_canvases: bool = True,
         block_mismatch: bool = False,
+        agent_sessions: bool = False,
+        session_stop_subscribed: bool = True,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -247,6 +258,11 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
         self.canvases: dict[str, Canvas] = {}  # canvas id -> canvas
         self._deleted_canvases: set[str] = set()
         self._locked_canvases: set[str] = set()
+        self.agent_sessions = agent_sessions  # False: agents.sessions.* feature_disabled
+        self.session_stop_subscribed = session_stop_subscribed  # else a warning, no stop
+        self.session_channels: set[str] = set()  # sessions without thread_ts
+        self.sessions: dict[tuple[str, str], AgentSession] = {}
+        self.session_stops: list[str] = []
 
         self.base_url = ""
         self.api_url = ""
@@ -303,6 +319,7 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
             "blocks.validate": self._blocks_validate,
             **self._ai_methods(),
             **self._canvas_methods(),
+            **self._session_methods(),
         }
 
     # -- lifecycle
@@ -422,6 +439,8 @@ class FakeSlack(AssistantFeatures, CanvasFeatures, FileFeatures, SocketMode, Use
                 raise SlackError("unknown_method", req_method=method)
             self._authorize(method, headers, call.args)
             self.membership.check(method, call.args)
+            if method in JSON_METHODS and request.content_type != "application/json":
+                raise SlackError("invalid_arguments")  # these take a JSON body only
             body = {"ok": True, **handler(call.args)}
         except SlackError as err:
             call.error = err.error

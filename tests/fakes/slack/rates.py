@@ -40,6 +40,8 @@ PER_MINUTE = {
     "canvases.delete": TIER_3,
     "canvases.getContent": TIER_3,  # no tier published; taken as its neighbours'
     "blocks.validate": TIER_3,  # no tier published; taken as the canvas methods'
+    "agents.sessions.setStatus": TIER_3,  # slack-data-surfaces §6.2
+    "agents.sessions.rename": TIER_3,
 }
 POSTS_PER_S, POST_BURST = 1.0, 3
 
