@@ -466,13 +466,12 @@ def _labeller(axis, ax):
         names = {round(float(v), 9): _text(k) for k, v in mapping.items()}
         return lambda p: names.get(round(p, 9), _number(p))
     originals = _original_labels(axis, ax)
-    if not originals and _date_axis(axis):
-        return _date_text
+    dated = _date_axis(axis)
     ticks = _text_ticks(axis)
 
     def label(p: float) -> str:
         key = round(p, 9)
-        return originals.get(key) or ticks.get(key) or _number(p)
+        return originals.get(key) or (dated and _date_text(p)) or ticks.get(key) or _number(p)
 
     return label
 
@@ -480,6 +479,8 @@ def _labeller(axis, ax):
 def _date_axis(axis) -> bool:
     converter = getattr(axis, "converter", None)
     names = [cls.__name__ for cls in type(converter).__mro__] if converter else []
+    if "PeriodConverter" in names:  # pandas: periods' ordinals, not matplotlib dates
+        return False
     if "DateConverter" in names or "_SwitchableDateConverter" in names:
         return True
     formatter = type(axis.get_major_formatter())
