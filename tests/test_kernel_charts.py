@@ -322,6 +322,7 @@ async def test_a_figure_that_cannot_be_read_still_saves(sandbox: Sandbox) -> Non
         "from matplotlib.lines import Line2D\n"
         "class Odd(Line2D):\n"
         "    def get_xdata(self, orig=True):\n"
+        "        print('read')\n"  # what the reading prints does not reach the cell's output
         "        raise RuntimeError('no data for you')\n"
         "plt.gca().add_line(Odd([0, 1], [0, 1]))\n"
         "print('after')\n"
@@ -354,8 +355,15 @@ def test_writing_never_follows_or_blocks_on_what_is_planted(tmp_path: Path) -> N
     (tmp_path / "link.chart.json").symlink_to(target)
     assert not sci_kernel_charts.write_json(str(tmp_path / "link.chart.json"), chart)
     assert target.read_text() == "keep"
-    os.mkfifo(tmp_path / "fifo.chart.json")  # no reader: a blocking open would hang
-    assert not sci_kernel_charts.write_json(str(tmp_path / "fifo.chart.json"), chart)
+    fifo = tmp_path / "fifo.chart.json"
+    os.mkfifo(fifo)  # no reader: a blocking open would hang
+    assert not sci_kernel_charts.write_json(str(fifo), chart)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader: writes could block
+    try:
+        assert not sci_kernel_charts.write_json(str(fifo), chart)
+        assert os.read(reader, 10) == b""  # nothing was written to it
+    finally:
+        os.close(reader)
     (tmp_path / "dir.chart.json").mkdir()
     assert not sci_kernel_charts.write_json(str(tmp_path / "dir.chart.json"), chart)
     plain = tmp_path / "plain.chart.json"
