@@ -226,6 +226,13 @@ async def test_a_chart_too_big_is_cut(sandbox: Sandbox) -> None:
     assert chart["note"] == "cut to 50 of 60 series; cut to 1000 of 1500 categories"
     assert len(chart["series"]) == 50 and len(chart["categories"]) == 1000
     assert all(len(one["values"]) == 1000 for one in chart["series"])
+    # a line of a million points is read from its left end only
+    chart = await chart_of(
+        sandbox, "plt.plot(np.arange(10**6)[::-1], np.arange(10**6))\n", "figure-2"
+    )
+    assert chart["note"] == "cut to 1000 of over 4000 categories"
+    assert chart["categories"][:3] == ["0", "1", "2"]
+    assert chart["series"][0]["values"][:3] == [999999, 999998, 999997]
 
 
 # -- pandas --

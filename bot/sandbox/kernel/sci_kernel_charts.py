@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import math
 import os
@@ -50,6 +51,7 @@ VERSION = 1
 MAX_SERIES = 50
 MAX_CATEGORIES = 1000
 MAX_TEXT = 300
+MAX_POINTS = 4 * MAX_CATEGORIES  # read of one line (a hostile one may have millions)
 SUFFIX = ".chart.json"
 _OPEN_FLAGS = (
     os.O_WRONLY
@@ -334,21 +336,23 @@ def _align_bars(groups: list, label) -> tuple[list, list]:
 
 
 def _line_chart(ax, lines: list, texts: dict) -> dict:
-    series = []
-    for line in lines:
-        x, y = _xy(line)
-        if len(x) == 0:
-            continue
+    lines = [line for line in lines if len(line.get_xdata(orig=False))]
+    series, cut = [], False
+    for n, line in enumerate(lines):
         if str(line.get_linestyle()).lower() in ("none", "", " "):
             raise Unknown("scatter (markers only)")
+        if n >= MAX_SERIES:  # cut: not read
+            continue
+        x, y, shortened = _xy(line)
         if len(x) > 1 and len(set(x)) == 1 and len(set(y)) > 1:
             raise Unknown("vertical segments (boxplot or similar)")
         series.append((line.get_label(), x, y))
+        cut = cut or shortened
     if not series:
         raise Unknown("lines without data")
     categories, values = _union([(x, y) for _, x, y in series], _labeller(ax.xaxis, ax))
-    names = _names([name for name, _, _ in series], texts["y_label"])
-    return _lines_body(categories, names, values)
+    names = _names([line.get_label() for line in lines], texts["y_label"])
+    return _lines_body(categories, names, values, more_categories=cut)
 
 
 def _area_chart(ax, areas: list, lines: list, texts: dict) -> dict:
@@ -373,7 +377,7 @@ def _area_chart(ax, areas: list, lines: list, texts: dict) -> dict:
         tops.append((x, top))
         series.append((label, x, own))
     for line in lines:
-        lx, ly = _xy(line)
+        lx, ly, _ = _xy(line)
         if not any(_same(lx, ly, tx, ty) for tx, ty in tops):
             raise Unknown("mixed chart: areas and lines")
     if not series:
@@ -411,15 +415,21 @@ def _close(a: list, b: list) -> bool:
     )
 
 
-def _xy(line) -> tuple[list, list]:
-    """A line's points in axis positions (dates and categories converted), NaN x dropped."""
+def _xy(line) -> tuple[list, list, bool]:
+    """A line's points in axis positions (dates and categories converted), NaN x dropped;
+    of a long line only the MAX_POINTS leftmost (True: it was shortened), as only the
+    first MAX_CATEGORIES positions are kept anyway."""
     import numpy as np
 
     x = np.ma.asarray(line.get_xdata(orig=False), dtype=float).filled(np.nan).ravel()
     y = np.ma.asarray(line.get_ydata(orig=False), dtype=float).filled(np.nan).ravel()
     n = min(len(x), len(y))
     keep = np.isfinite(x[:n])
-    return x[:n][keep].tolist(), y[:n][keep].tolist()
+    x, y = x[:n][keep], y[:n][keep]
+    if len(x) <= MAX_POINTS:
+        return x.tolist(), y.tolist(), False
+    leftmost = np.argsort(x, kind="stable")[:MAX_POINTS]
+    return x[leftmost].tolist(), y[leftmost].tolist(), True
 
 
 def _union(series: list, label) -> tuple[list, list]:
@@ -511,7 +521,7 @@ def _original_labels(axis, ax) -> dict:
         if len(raw) == 0 or isinstance(raw[0], (int, float, str)) or not hasattr(raw[0], "year"):
             continue
         positions = line.get_xdata(orig=False)
-        for position, value in list(zip(positions, raw))[: MAX_CATEGORIES * 4]:
+        for position, value in itertools.islice(zip(positions, raw), MAX_POINTS):
             with contextlib.suppress(Exception):
                 labels.setdefault(round(float(position), 9), _object_text(value))
     return labels
@@ -530,7 +540,7 @@ def _text_ticks(axis) -> dict:
     formatter = axis.get_major_formatter()
     if type(formatter).__name__ not in ("FixedFormatter", "FuncFormatter", "StrCategoryFormatter"):
         return {}
-    locs = [float(v) for v in axis.get_major_locator()()][: MAX_CATEGORIES * 4]
+    locs = [float(v) for v in axis.get_major_locator()()][:MAX_POINTS]
     try:
         shown = formatter.format_ticks(locs)
     except Exception:
@@ -551,12 +561,15 @@ def _names(labels: list, fallback: str) -> list:
     return names
 
 
-def _lines_body(categories: list, names: list, values: list) -> dict:
+def _lines_body(categories: list, names: list, values: list, more_categories=False) -> dict:
+    """`names` may outnumber `values` (series cut before they were read); with
+    `more_categories`, some series were shortened before their positions were counted."""
     notes = []
     if len(names) > MAX_SERIES:
         notes.append(f"cut to {MAX_SERIES} of {len(names)} series")
-    if len(categories) > MAX_CATEGORIES:
-        notes.append(f"cut to {MAX_CATEGORIES} of {len(categories)} categories")
+    if len(categories) > MAX_CATEGORIES or more_categories:
+        total = f"over {len(categories)}" if more_categories else str(len(categories))
+        notes.append(f"cut to {MAX_CATEGORIES} of {total} categories")
     series = [
         {"name": name, "values": [_json_number(v) for v in row[:MAX_CATEGORIES]]}
         for name, row in list(zip(names, values))[:MAX_SERIES]
