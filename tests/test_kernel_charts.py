@@ -5,6 +5,7 @@ cell's code planted at its path."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,12 +16,26 @@ from typing import Any
 import pytest
 
 from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxSpec
-from bot.sandbox.kernel import sci_kernel_charts
 from bot.sandbox.local import LocalSandbox
 from tests.support import matplotlib_in_sandbox
 from tests.test_kernel import provider_on
 
 PLT = "import matplotlib.pyplot as plt\nimport numpy as np\n"
+KERNEL = Path(__file__).parents[1] / "bot" / "sandbox" / "kernel"
+
+
+def _charts_module():
+    """The kernel's chart module loaded from its file (standard library only at import)."""
+    spec = importlib.util.spec_from_file_location(
+        "sci_kernel_charts", KERNEL / "sci_kernel_charts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sci_kernel_charts = _charts_module()
 
 
 def pandas_in_sandbox() -> bool:
