@@ -149,6 +149,20 @@ async def test_a_line_over_years(sandbox: Sandbox) -> None:
 
 
 @needs_matplotlib
+async def test_text_ticks_name_the_points_only_when_every_point_has_one(sandbox: Sandbox) -> None:
+    code = (
+        "plt.plot([0, 1, 2], [5, 6, 7])\nplt.xticks([0, 1, 2], ['lo', 'mid', 'hi'])\n"
+        "plt.figure()\nplt.plot([0, 1, 2], [5, 6, 7])\nplt.xticks([0, 2], ['lo', 'hi'])\n"
+    )
+    await run(sandbox, code)
+    named, partly = [
+        json.loads(await read(sandbox, f"{OUT_DIR}/figure-{n}.chart.json"))["categories"]
+        for n in (1, 2)
+    ]
+    assert (named, partly) == (["lo", "mid", "hi"], ["0", "1", "2"])
+
+
+@needs_matplotlib
 async def test_lines_with_different_x_get_nulls(sandbox: Sandbox) -> None:
     code = "plt.plot([1, 2, 3], [10, 20, 30], label='a')\nplt.plot([2, 4], [5, 6], label='b')\n"
     chart = await chart_of(sandbox, code)

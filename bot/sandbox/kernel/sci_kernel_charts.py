@@ -325,7 +325,7 @@ def _align_bars(groups: list, label) -> tuple[list, list]:
         # grouped bars: the n-th bar of each container belongs to the n-th category
         positions = [sum(col) / len(col) for col in zip(*centers)]
         values = [[v for _, _, v in bars] for bars in groups]
-        return [label(p) for p in positions], values
+        return label(positions), values
     return _union(
         [(c, [v for _, _, v in bars]) for c, bars in zip(centers, groups)],
         label,
@@ -444,7 +444,9 @@ def _union(series: list, label) -> tuple[list, list]:
             if row[index[key]] is None:
                 row[index[key]] = value
         values.append(row)
-    return [label(p) for p in positions], values
+    # only the kept categories are named; the rest only count (for the note on the cut)
+    cut = positions[MAX_CATEGORIES:]
+    return label(positions[:MAX_CATEGORIES]) + [""] * len(cut), values
 
 
 def _keys(xs: list) -> list:
@@ -469,21 +471,26 @@ def _segments(wedges: list) -> list:
 
 
 def _labeller(axis, ax):
-    """position -> category text on `axis`: string categories, dates, pandas' periods or
-    text ticks at 0..n-1, else the number."""
+    """positions -> their category texts on `axis`: string categories, dates, pandas'
+    periods, or text tick labels when there is one at every position (pandas' 0..n-1 with
+    the index as labels, set_xticks with labels), else the numbers."""
     mapping = getattr(getattr(axis, "units", None), "_mapping", None)
     if mapping:
         names = {round(float(v), 9): _text(k) for k, v in mapping.items()}
-        return lambda p: names.get(round(p, 9), _number(p))
+        return lambda positions: [names.get(round(p, 9)) or _number(p) for p in positions]
     originals = _original_labels(axis, ax)
     dated = _date_axis(axis)
     ticks = _text_ticks(axis)
 
-    def label(p: float) -> str:
-        key = round(p, 9)
-        return originals.get(key) or (dated and _date_text(p)) or ticks.get(key) or _number(p)
+    def labels(positions: list) -> list:
+        keys = [round(p, 9) for p in positions]
+        texts = ticks if all(k in ticks or k in originals for k in keys) else {}
+        return [
+            originals.get(k) or (dated and _date_text(p)) or texts.get(k) or _number(p)
+            for k, p in zip(keys, positions)
+        ]
 
-    return label
+    return labels
 
 
 def _date_axis(axis) -> bool:
