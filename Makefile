@@ -9,7 +9,7 @@ SYSTEM_PACKAGES := bubblewrap python3 python3-venv nodejs git procps util-linux
 SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy python3-openpyxl
 # For the tests of charts saved by the Python kernel, and of the Redis store (each test starts
 # its own redis-server on a free loopback port).
-TEST_EXTRAS := python3-matplotlib redis-server
+TEST_EXTRAS := python3-matplotlib python3-pandas redis-server
 
 .PHONY: run test lint bench system system-extras test-extras clean
 

@@ -226,7 +226,15 @@ async def test_plt_show_saves_charts_to_out(sandbox: Sandbox) -> None:
         f"[figure saved to {OUT_DIR}/figure-1.png]\n[figure saved to {OUT_DIR}/figure-2.png]\n"
     )
     names = sorted(entry.name for entry in await sandbox.list_dir(OUT_DIR))
-    assert names == ["figure-1.png", "figure-2.png", "mine.png"]  # savefig'd: not twice
+    # savefig'd: not twice; each with its chart file (tests/test_kernel_charts.py)
+    assert names == [
+        "figure-1.chart.json",
+        "figure-1.png",
+        "figure-2.chart.json",
+        "figure-2.png",
+        "mine.chart.json",
+        "mine.png",
+    ]
     png = b"".join([chunk async for chunk in sandbox.download(f"{OUT_DIR}/figure-1.png")])
     assert png.startswith(b"\x89PNG")
     # A kernel restart does not overwrite earlier charts.

@@ -16,10 +16,15 @@ from bot.sandbox.output import CappedBuffer
 HERE = Path(__file__).parent
 KERNEL_MAIN = "sci_kernel.py"
 # The kernel program, copied into the sandbox next to each other (the main file imports
-# the other two from its own folder).
+# the others from its own folder).
 KERNEL_FILES: dict[str, bytes] = {
     name: (HERE / name).read_bytes()
-    for name in (KERNEL_MAIN, "sci_kernel_output.py", "sci_kernel_cells.py")
+    for name in (
+        KERNEL_MAIN,
+        "sci_kernel_output.py",
+        "sci_kernel_cells.py",
+        "sci_kernel_charts.py",
+    )
 }
 INTERRUPT = b'{"op": "interrupt"}\n'
 MAX_FRAME_BYTES = 1 << 20  # the kernel sends at most 32 KiB of output per frame

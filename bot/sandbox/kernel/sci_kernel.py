@@ -1,9 +1,11 @@
 """The Python kernel: one long-lived interpreter in the sandbox that runs cells, as a
 notebook does, so variables, imports and loaded data stay between calls.
 
-This file and its two helpers (`sci_kernel_output`, `sci_kernel_cells`) are copied into
-the sandbox and run there by the sandbox's own python3: they import nothing from the bot
-(the standard library only) and run on Python 3.8 or newer.
+This file and its helpers (`sci_kernel_output`, `sci_kernel_cells`, `sci_kernel_charts`)
+are copied into the sandbox and run there by the sandbox's own python3: they import
+nothing from the bot (the standard library only; matplotlib and numpy once the cell's code
+has imported them) and run on Python 3.8 or newer. Each chart saved to a file gets a
+`<stem>.chart.json` beside it, the chart's data (`sci_kernel_charts`).
 
 The protocol is one JSON object per line. Requests:
   {"op": "run", "id": ID, "code": SOURCE}   (or "file": a file holding the source, which

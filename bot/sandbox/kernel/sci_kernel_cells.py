@@ -1,6 +1,7 @@
 """Running one cell of the kernel: the namespace, the display of the last expression,
 tracebacks without the kernel's frames, charts, and the per-cell limits.
-Copied into the sandbox with `sci_kernel`; standard library only.
+Copied into the sandbox with `sci_kernel`; standard library only (`sci_kernel_charts`
+reads a saved chart's data).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import resource
 import sys
 import traceback
 import types
+
+import sci_kernel_charts
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,7 +77,8 @@ class Cells:
 class Charts:
     """plt.show(), and figures still open when a cell ends, save PNG files to the out folder
     (the sandbox's Agg backend can show nothing); figures saved with savefig are not saved
-    twice."""
+    twice. Every figure saved to a file, by either, gets its chart file beside it
+    (`sci_kernel_charts`)."""
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
@@ -91,7 +95,10 @@ class Charts:
 
         def marked(fig, *args, **kwargs):
             fig._kernel_saved = True
-            return savefig(fig, *args, **kwargs)
+            result = savefig(fig, *args, **kwargs)
+            fname = args[0] if args else kwargs.get("fname")
+            sci_kernel_charts.record(fig, fname, kwargs.get("format"))
+            return result
 
         figure.savefig = marked
 
