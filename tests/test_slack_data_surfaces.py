@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_charted
-from tests.slack_harness import CHANNEL, Harness, running_bot
+from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world, running_bot
 from tests.support import POPULATION_CSV, matplotlib_in_sandbox
 
 CLASSIC = {"slack_ui": "classic"}
@@ -127,6 +128,35 @@ async def test_a_follow_up_that_rewrites_the_report_updates_the_same_canvas(
         await h.slack.wait_for(lambda: len(shared(h, "report.md")) == 2, 30)
 
 
+async def test_after_a_restart_the_follow_up_updates_the_same_canvas(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with fake_world("local", rewriting_analyst, sandbox_root, monkeypatch) as h:
+        async with bot_process(h):
+            message = await h.slack.post_user_message(CHANNEL, "first report", mention=True)
+            await h.slack.wait_for(lambda: shared(h, "report.md"), 30)
+        async with bot_process(h):  # a new process: the canvas id comes from the store
+            await h.slack.post_user_message(CHANNEL, "second report", thread_ts=message["ts"])
+            await h.slack.wait_for(lambda: len(shared(h, "report.md")) == 2, 30)
+        [canvas] = h.slack.canvases.values()
+        assert "second report" in canvas.markdown and canvas.edits == 1
+
+
+async def test_a_canvas_someone_deleted_is_made_again(sandbox_root: Path, monkeypatch) -> None:
+    async with running_bot("local", rewriting_analyst, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "first report", mention=True))["ts"]
+        await h.slack.wait_for(lambda: shared(h, "report.md"), 30)
+        [first] = h.slack.canvases
+        client = AsyncWebClient(base_url=h.slack.api_url, token=h.slack.bot_token)
+        assert (await client.canvases_delete(canvas_id=first))["ok"]
+        await h.slack.post_user_message(CHANNEL, "second report", thread_ts=thread)
+        await h.slack.wait_for(lambda: len(shared(h, "report.md")) == 2, 30)
+        [second] = [c for c in h.slack.canvases.values() if c.id != first]
+        assert "second report" in second.markdown and second.access == {CHANNEL: "read"}
+        links = [b for b in blocks_of(h, thread, "rich_text") if second.id in str(b)]
+        assert links
+
+
 def long_table(req: ModelRequest) -> Reply:
     rows = "\n".join(f"| row {i} | {i * 1.5:,.1f} |" for i in range(300))
     return Reply([text(f"Every row:\n\n| Name | Value |\n|---|---:|\n{rows}\n")])
@@ -214,3 +244,44 @@ async def test_a_workspace_without_the_canvas_scope_gets_the_file_alone(
         await h.slack.wait_for(lambda: shared(h, "report.md"), 30)
         await h.wait_for_text(thread, "Written.")
         assert not h.slack.canvases
+
+
+HOSTILE = """
+import json, os
+os.makedirs('/buddy/work/out', exist_ok=True)
+png = b'\\x89PNG\\r\\n\\x1a\\n' + b'0' * 64
+for stem in ('huge', 'wrong', 'mention', 'orphan'):
+    if stem != 'orphan':
+        open(f'/buddy/work/out/{stem}.png', 'wb').write(png)
+open('/buddy/work/out/huge.chart.json', 'w').write('{"version": 1, "x": "' + 'a' * 700000 + '"}')
+open('/buddy/work/out/wrong.chart.json', 'w').write(json.dumps({"version": 1, "kind": "bar",
+    "image": "wrong.png", "categories": ["a"], "series": [{"name": 1, "values": "x"}]}))
+open('/buddy/work/out/mention.chart.json', 'w').write(json.dumps({"version": 1, "kind": "bar",
+    "image": "mention.png", "title": "<!channel> look", "x_label": "", "y_label": "",
+    "categories": ["a", "b"], "series": [{"name": "<!here>", "values": [1, 2]}],
+    "segments": [], "note": ""}))
+open('/buddy/work/out/orphan.chart.json', 'w').write('{}')
+print('planted')
+"""
+
+
+def planter(req: ModelRequest) -> Reply:
+    if not req.tool_results():
+        return Reply([tool_use("run_code", {"language": "python", "code": HOSTILE})])
+    return Reply([text("Done planting.")])
+
+
+async def test_chart_records_written_to_break_the_bot_leave_the_images_alone(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot("local", planter, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "plant", mention=True))["ts"]
+        await h.wait_for_text(thread, "Done planting.")
+        await h.slack.wait_for(
+            lambda: len([u for u in h.slack.uploads.values() if u.shared_ts]) == 3, 30
+        )
+        names = sorted(u.filename for u in h.slack.uploads.values())
+        assert names == ["huge.png", "mention.png", "wrong.png"]  # no record is attached
+        [chart] = blocks_of(h, thread, "data_visualization")  # the one well-formed record
+        assert "<!channel>" not in str(chart) and "<!here>" not in str(chart)
+        assert ":warning:" not in h.texts(thread)
