@@ -129,6 +129,19 @@ async def test_the_report_canvas_is_kept_with_the_session_and_outlives_a_save(st
     assert (await store.get_session(record.key)).canvas == canvas  # the store's own field
 
 
+async def test_a_runs_figures_are_kept_with_it(store: Store) -> None:
+    await store.save_session(session())
+    await store.start_run(session().key, "r1", "how many?", 10.0, "U1")
+    assert (await store.get_run("r1")).figures == ()
+    figures = [{"text": "1,402,617,695", "step": 2, "line": "1402617695", "call_id": "t2"},
+               {"text": "3.2 million", "step": None, "line": "", "call_id": None}]  # fmt: skip
+    await store.record_figures("r1", figures)
+    await store.end_run("r1", "finished", 20.0)
+    assert (await store.get_run("r1")).figures == tuple(figures)
+    with pytest.raises(NotFound):
+        await store.record_figures("nope", figures)
+
+
 async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: Store) -> None:
     await store.save_session(session())
     await store.save_history(session().key, [{"role": "user", "content": "hi"}])

@@ -102,6 +102,9 @@ class RunRecord:
     outcome: RunOutcome | None  # None while in flight
     user: str = ""  # who asked
     stopped_by: str | None = None  # who pressed Stop, once someone has
+    # What the answer said of its figures: each {"text", "step" (None: in no output),
+    # "line", "call_id"}; set by record_figures.
+    figures: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,11 @@ class Store(Protocol):
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
+        """Keep with the run what its answer's figures were traced to (JSON objects);
+        NotFound if there is no such run."""
+        ...
 
     async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
         """Note who stopped a run still in flight (the first one counts); None if it is not

@@ -82,7 +82,8 @@ def run_from(fields: dict[str, str] | list[str] | None) -> RunRecord | None:
     if not fields:
         return None
     values = {name: json.loads(fields[name]) for name in (*RUN_FIELDS, "stopped_by")}
-    return RunRecord(**_floats(values, _RUN_FLOATS))
+    figures = tuple(json.loads(fields.get("figures", "[]")))  # absent before it was kept
+    return RunRecord(**_floats(values, _RUN_FLOATS), figures=figures)
 
 
 def file_entry(f: FileRecord) -> str:

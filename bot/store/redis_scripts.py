@@ -102,6 +102,12 @@ redis.call('DEL', KEYS[1])
 return entries
 """
 
+# KEYS: the run's hash. ARGV: its figures (JSON).
+RECORD_FIGURES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
+return redis.call('HSET', KEYS[1], 'figures', ARGV[1])
+"""
+
 # KEYS: the run's hash. ARGV: who (JSON). Returns the run's fields, or nil when there is none.
 REQUEST_STOP = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end

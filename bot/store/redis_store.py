@@ -153,6 +153,9 @@ class RedisStore:
         with self._errors():
             return codec.run_from(await self._db.hgetall(self.keys.run(run_id)))
 
+    async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
+        await self._script("RECORD_FIGURES", [self.keys.run(run_id)], [codec.dumps(figures)])
+
     async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
         fields = await self._script("REQUEST_STOP", [self.keys.run(run_id)], [codec.dumps(by)])
         run = codec.run_from(fields)
@@ -284,5 +287,5 @@ def _token(token: int | None) -> str:
 _SCRIPTS = (
     "WRITE_FOR_SESSION", "SAVE_HISTORY", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE",
     "START_RUN", "END_RUN", "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
-    "TAKE_QUEUED",
+    "TAKE_QUEUED", "RECORD_FIGURES",
 )  # fmt: skip

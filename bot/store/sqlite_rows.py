@@ -165,19 +165,30 @@ def end_run(conn: sqlite3.Connection, run_id: str, outcome: str, at: float) -> N
         raise NotFound(f"no run {run_id!r}")
 
 
-_RUN_COLUMNS = "key, run_id, question, started_at, ended_at, outcome, user, stopped_by"
+_RUN_COLUMNS = "key, run_id, question, started_at, ended_at, outcome, user, stopped_by, figures"
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(**{**dict(row), "figures": tuple(json.loads(row["figures"]))})
 
 
 def runs_in_flight(conn: sqlite3.Connection) -> list[RunRecord]:
     rows = conn.execute(
         f"SELECT {_RUN_COLUMNS} FROM runs WHERE outcome IS NULL ORDER BY started_at, run_id"
     )
-    return [RunRecord(**row) for row in rows]
+    return [_run(row) for row in rows]
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
     row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return RunRecord(**row) if row else None
+    return _run(row) if row else None
+
+
+def record_figures(conn: sqlite3.Connection, run_id: str, figures: list[dict[str, Any]]) -> None:
+    data = json.dumps(figures, ensure_ascii=True)
+    cursor = conn.execute("UPDATE runs SET figures = ? WHERE run_id = ?", (data, run_id))
+    if cursor.rowcount == 0:
+        raise NotFound(f"no run {run_id!r}")
 
 
 def request_stop(conn: sqlite3.Connection, run_id: str, by: str) -> RunRecord | None:

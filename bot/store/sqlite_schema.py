@@ -166,6 +166,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN canvas TEXT NOT NULL DEFAULT '';
     """,
+    # 12: what each answer's figures were traced to (JSON: a list of objects).
+    """
+    ALTER TABLE runs ADD COLUMN figures TEXT NOT NULL DEFAULT '[]';
+    """,
 )
 
 
