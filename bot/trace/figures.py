@@ -1,0 +1,182 @@
+"""Ties each figure of a Markdown answer to the first step output that printed it, so that
+an answer can be checked for figures no step produced before it is posted.
+
+What counts as a figure: integers, decimals and percentages, with thousands separators
+(",", thin and no-break spaces), signs ("-", "−", "+"), currency ("$", "€", "£") and scale
+words ("k", "M", "bn", "B", "million", "billion", "thousand"; a bare "m" is not millions,
+"$3.2m" is), in prose, tables, bold and code spans alike. Not counted (see bot.trace.noise):
+years, dates, times, versions, links, step numbers, list and footnote markers, ranks
+("top 10"), ordinals, names with digits ("x1"), integers below 10, fenced code in a
+language, and any figure whose text or value the question holds. An accounting negative
+"(3.2)" is read as the plain number 3.2.
+
+How a figure matches an output number: the output number, rounded to the figure's shown
+precision, equals it. "3.2 million" matches 3,214,567 and also 3.2 (an output already in
+millions); "4.7%" matches 4.72 and the fraction 0.0472; an integer ending in three or more
+zeros is read as rounded at its last nonzero digit, keeping two significant digits
+("1,400,000,000" matches 1,402,617,695). A figure written with a sign must match an output
+number of that sign; one written without a sign matches either ("a decrease of 3.2"
+matches -3.2). Only outputs are searched, not the code a step ran."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.trace import noise
+from bot.trace.index import OutputIndex
+from bot.trace.numbers import Token, tokens
+from bot.trace.wording import and_list, steps_text
+
+NOT_FOUND_LISTED = 3
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure as the answer wrote it."""
+
+    text: str  # as written, e.g. "1,402,617,695", "4.7%", "-3.2 million"
+    value: float  # 4.7 for "4.7%", -3.2e6 for "-3.2 million"
+    decimals: int  # digits after the point as written; negative for rounded integers
+    percent: bool
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Source:
+    """One step of the run: its number (1-based, in run or thread order) and output."""
+
+    step: int
+    output: str
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Where a figure came from: the step and output line, or step None when none."""
+
+    figure: Figure
+    step: int | None
+    line: str
+
+
+def figures(answer: str, question: str = "") -> list[Figure]:
+    """The figures of `answer` to check, in order."""
+    return [figure for figure, _ in _read(answer, question)]
+
+
+def trace(answer: str, sources: Sequence[Source], question: str = "") -> list[Trace]:
+    """Each figure of `answer` with the earliest step whose output printed it."""
+    read = _read(answer, question)
+    if not read:
+        return []
+    indexes = [(source.step, OutputIndex(source.output)) for source in _in_order(sources)]
+    return [_trace_one(figure, token, indexes) for figure, token in read]
+
+
+def summary(traces: Sequence[Trace]) -> str:
+    """ "12 figures, all traced to steps 2–4", "11 of 12 figures traced; not found: 3.2
+    million", or "" when there are no figures."""
+    if not traces:
+        return ""
+    total = len(traces)
+    noun = "figure" if total == 1 else "figures"
+    steps = [item.step for item in traces if item.step is not None]
+    if len(steps) == total:
+        traced = "traced" if total == 1 else "all traced"
+        return f"{total} {noun}, {traced} to {steps_text(steps)}"
+    missing = list(dict.fromkeys(item.figure.text for item in traces if item.step is None))
+    return (
+        f"{len(steps)} of {total} {noun} traced; "
+        f"not found: {and_list(missing, most=NOT_FOUND_LISTED)}"
+    )
+
+
+def _in_order(sources: Sequence[Source]) -> list[Source]:
+    return sorted(sources, key=lambda source: source.step)
+
+
+def _trace_one(figure: Figure, token: Token, indexes: list[tuple[int, OutputIndex]]) -> Trace:
+    ranges = _ranges(token, figure.decimals)
+    for step, index in indexes:
+        position = index.first(ranges)
+        if position is not None:
+            return Trace(figure, step, index.line(position))
+    return Trace(figure, None, "")
+
+
+def _read(answer: str, question: str) -> list[tuple[Figure, Token]]:
+    mask = noise.masked(answer)
+    asked = _QuestionFigures(question)
+    read = []
+    for token in tokens(answer):
+        if noise.is_noise(token, answer, mask):
+            continue
+        figure = Figure(
+            text=answer[token.start : token.end],
+            value=token.value,
+            decimals=_shown_decimals(token),
+            percent=token.percent,
+            start=token.start,
+            end=token.end,
+        )
+        if not asked.holds(figure):
+            read.append((figure, token))
+    return read
+
+
+def _shown_decimals(token: Token) -> int:
+    """The decimals as written, or for an integer ending in three or more zeros, minus the
+    zeros that look like rounding (keeping at least two significant digits)."""
+    if token.decimals != 0 or token.scale != 1 or token.percent:
+        return token.decimals
+    significant = token.digits.lstrip("0")
+    zeros = len(significant) - len(significant.rstrip("0"))
+    if zeros < 3:
+        return 0
+    return -min(zeros, len(significant) - 2)
+
+
+def _ranges(token: Token, decimals: int) -> list[tuple[float, float]]:
+    """The closed ranges of output values that round to the figure as shown."""
+    half = 0.5 * 10.0**-decimals
+    number = abs(token.number)
+    spans = [(number - half, number + half)]
+    if token.scale != 1:
+        spans = [(low * token.scale, high * token.scale) for low, high in spans] + spans
+    if token.percent:
+        spans.append(((number - half) / 100, (number + half) / 100))
+    spans = [_widen(low, high) for low, high in spans]
+    if not token.signed:
+        return spans + [(-high, -low) for low, high in spans]
+    if token.number < 0:
+        return [(-high, -low) for low, high in spans]
+    return spans
+
+
+def _widen(low: float, high: float) -> tuple[float, float]:
+    # Binary floats: 0.05 + 4.7 may land a hair inside an edge the decimal rounding includes.
+    slack = 1e-9 * max(abs(low), abs(high)) + 1e-12
+    return low - slack, high + slack
+
+
+class _QuestionFigures:
+    """The numbers of the question, by text and by value."""
+
+    def __init__(self, question: str) -> None:
+        found = tokens(question)
+        self._question = question
+        self._values = {_key(token.value) for token in found}
+        self._values |= {_key(token.number) for token in found}
+
+    def holds(self, figure: Figure) -> bool:
+        text = figure.text.strip()
+        return bool(self._question) and (
+            text in self._question or _key(figure.value) in self._values
+        )
+
+
+def _key(value: float) -> float:
+    # Values compared with a tolerance of about nine significant digits.
+    return float(f"{abs(value):.9g}")

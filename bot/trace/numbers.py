@@ -1,0 +1,101 @@
+"""One tokenizer for numbers as people and programs print them, shared by the answer and the
+step outputs: "1,402,617,695", "1402617695", "1.402618e+09", "-3.2 million", "$1.4B",
+"4.7%", "−0.5" (U+2212), "12 345" with thin or no-break spaces.
+
+A number glued to a letter, digit, underscore or point before it ("x1", "col_2", the "3" of
+"1.2.3") is part of a name and yields no token. A sign counts only where it cannot be a
+hyphen or dash between two words or numbers ("2000-2020" is two numbers, no negative)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SCALES = {
+    "k": 1e3,
+    "thousand": 1e3,
+    "m": 1e6,
+    "mn": 1e6,
+    "mln": 1e6,
+    "million": 1e6,
+    "b": 1e9,
+    "bn": 1e9,
+    "billion": 1e9,
+    "tn": 1e12,
+    "trillion": 1e12,
+}
+
+_NUMBER = re.compile(
+    r"""
+    (?:(?<![\w)\].])(?P<sign>[-+\u2212]))?
+    (?P<cur>[$€£])?
+    (?P<sign2>[-+\u2212])?
+    (?<![\w.])
+    (?P<int>\d{1,3}(?:[,\u00a0\u2009\u202f]\d{3}(?!\d))+|\d+)
+    (?:\.(?P<frac>\d+))?
+    (?:[eE](?P<exp>[-+]?\d+))?
+    (?:
+        (?P<pct>\ ?%|\ ?(?i:percent|per\ cent|pct|pp|percentage\ points?)\b)
+      | (?P<abbr>[kKMBm]|bn|mn|tn)(?![A-Za-z])
+      | \ ?(?P<abbr2>bn|mn|mln|tn)\b
+      | [\ \u00a0](?P<word>(?i:thousand|million|billion|trillion))\b
+    )?
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    """A number found in text: its digits as written and what they mean."""
+
+    start: int
+    end: int
+    number: float  # as written before any scale word, signed: 3.2 for "-3.2 million" is -3.2
+    scale: float  # 1e6 for "million", 1 when none
+    decimals: int  # digits after the point, less the exponent ("1.5e3" has -2)
+    percent: bool
+    signed: bool  # written with "-", "−" or "+"
+    currency: bool
+    grouped: bool  # written with thousands separators
+    digits: str  # the integer digits without separators
+
+    @property
+    def value(self) -> float:
+        return self.number * self.scale
+
+
+def tokens(text: str) -> list[Token]:
+    """Every number in `text`, in order, in one pass."""
+    found = []
+    for match in _NUMBER.finditer(text):
+        token = _token(match)
+        if token is not None:
+            found.append(token)
+    return found
+
+
+def _token(match: re.Match[str]) -> Token | None:
+    sign = match["sign"] or match["sign2"] or ""
+    digits = re.sub(r"\D", "", match["int"])
+    frac, exp = match["frac"] or "", int(match["exp"] or 0)
+    number = float(f"{digits}.{frac or 0}e{exp}")
+    if sign in "-\u2212" and sign:
+        number = -number
+    scale_word = match["abbr"] or match["abbr2"] or match["word"] or ""
+    end = match.end()
+    if scale_word == "m" and not match["cur"]:
+        # A bare "m" is more often metres or minutes than millions; "$3.2m" is millions.
+        scale_word, end = "", end - 1
+    return Token(
+        start=match.start(),
+        end=end,
+        number=number,
+        scale=_SCALES.get(scale_word.lower(), 1.0),
+        decimals=len(frac) - exp,
+        percent=bool(match["pct"]),
+        signed=bool(sign),
+        currency=bool(match["cur"]),
+        grouped=len(digits) != len(match["int"]),
+        digits=digits,
+    )
