@@ -156,8 +156,8 @@ def _ranges(token: Token, decimals: int) -> list[tuple[float, float]]:
 
 
 def _widen(low: float, high: float) -> tuple[float, float]:
-    # Binary floats: 0.05 + 4.7 may land a hair inside an edge the decimal rounding includes.
-    slack = 1e-9 * max(abs(low), abs(high)) + 1e-12
+    # Binary floats: 4.7 + 0.05 may land a hair inside an edge the decimal rounding includes.
+    slack = 1e-12 * max(abs(low), abs(high))
     return low - slack, high + slack
 
 

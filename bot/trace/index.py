@@ -53,11 +53,16 @@ class OutputIndex:
 
 def _values(output: str, found: list[Token]) -> Iterable[tuple[float, int]]:
     for token in found:
-        yield token.number, token.start
-        if token.scale != 1:
-            yield token.value, token.start
-        if token.grouped and "," in output[token.start : token.end]:
-            # "[100,200,300]" is a list as often as one number: index both readings.
+        # "3.2 billion" is 3.2e9 only: a figure of "3.2 million" must not find its 3.2.
+        yield token.value, token.start
+        if token.grouped and _listed(output, token):
+            # "[100,200,300]" is a list, not 100200300: index both readings.
             head = output[token.start : token.end].split(".")[0]
             for part in _DIGITS.findall(head):
                 yield float(part), token.start
+
+
+def _listed(output: str, token: Token) -> bool:
+    before = output[token.start - 1 : token.start]
+    after = output[token.end : token.end + 1]
+    return before in ("[", "(", ",") or after in ("]", ")", ",")
