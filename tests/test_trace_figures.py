@@ -153,6 +153,31 @@ def test_figures_from_the_question_are_not_counted() -> None:
     assert texts(answer) == ["5%", "17.5%", "10,000,000", "42"]
 
 
+def test_question_years_and_counts_exclude_nothing() -> None:
+    question = "Which 5 countries grew most from 2000 to 2020, by more than 2,500 people?"
+    answer = "By 5%, 2,000 and 2,020 people; 2,500 too."
+    assert texts(answer, question) == ["5%", "2,000", "2,020"]
+
+
+def test_underscore_emphasis_and_emoji_codes() -> None:
+    answer = "_12.5%_ and __1,234__ but not col_2 or :100: or :+1:"
+    assert texts(answer) == ["12.5%", "1,234"]
+
+
+def test_the_first_number_of_a_range_takes_the_unit_of_the_second() -> None:
+    found = figures("It rose 10–20% to 30 to 40 million, then 15-25 rows.")
+    assert [(f.text, f.percent, f.value) for f in found] == [
+        ("10", True, 10),
+        ("20%", True, 20),
+        ("30", False, 30e6),
+        ("40 million", False, 40e6),
+        ("15", False, 15),
+        ("25", False, 25),
+    ]
+    assert step_of("between 10-20%", "shares: 0.1012, 0.2") == [1, 1]
+    assert step_of("between 30 and 40 million", "30214567") == [None, None]
+
+
 def test_hyphens_between_numbers_are_not_signs() -> None:
     found = figures("Between 10-20 and 30–40 rows; a change of -15.")
     assert [(f.text, f.value) for f in found] == [
@@ -207,6 +232,10 @@ def test_less_precise_output_does_not_trace_a_precise_figure() -> None:
         ("4.70", "4.7", True),
         ("4.7", "4.74999", True),
         ("4.7", "4.75001", False),
+        ("4.7", "4.75", True),
+        ("4.8", "4.75", True),
+        ("2.675", "2.6745", True),
+        ("2.675", "2.67449", False),
         ("12.5", "np.float64(12.4999)", True),
         ("12.5", "12.56", False),
         ("1,000,000", "1,000,400", True),

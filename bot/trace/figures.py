@@ -7,7 +7,9 @@ words ("k", "M", "bn", "B", "million", "billion", "thousand"; a bare "m" is not 
 "$3.2m" is), in prose, tables, bold and code spans alike. Not counted (see bot.trace.noise):
 years, dates, times, versions, links, step numbers, list and footnote markers, ranks
 ("top 10"), ordinals, names with digits ("x1"), integers below 10, fenced code in a
-language, and any figure whose text or value the question holds. An accounting negative
+language, and any figure whose text or value is one of the question's figures (read by
+the same rules, so the question's years and small counts exclude nothing). In a range the
+first number takes the unit of the second ("10–20%", "30 to 40 million"). An accounting negative
 "(3.2)" is read as the plain number 3.2.
 
 How a figure matches an output number: the output number, rounded to the figure's shown
@@ -20,8 +22,9 @@ matches -3.2). Only outputs are searched, not the code a step ran."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.trace import noise
 from bot.trace.index import OutputIndex
@@ -29,6 +32,7 @@ from bot.trace.numbers import Token, tokens
 from bot.trace.wording import and_list, steps_text
 
 NOT_FOUND_LISTED = 3
+_RANGE = re.compile(r"\s*(?:–|—|-|to)\s*")
 
 
 @dataclass(frozen=True)
@@ -107,14 +111,11 @@ def _trace_one(figure: Figure, token: Token, indexes: list[tuple[int, OutputInde
 
 
 def _read(answer: str, question: str) -> list[tuple[Figure, Token]]:
-    mask = noise.masked(answer)
-    asked = _QuestionFigures(question)
+    asked = _QuestionFigures(_candidates(question))
     read = []
-    for token in tokens(answer):
-        if noise.is_noise(token, answer, mask):
-            continue
+    for token, text in _candidates(answer):
         figure = Figure(
-            text=answer[token.start : token.end],
+            text=text,
             value=token.value,
             decimals=_shown_decimals(token),
             percent=token.percent,
@@ -124,6 +125,27 @@ def _read(answer: str, question: str) -> list[tuple[Figure, Token]]:
         if not asked.holds(figure):
             read.append((figure, token))
     return read
+
+
+def _candidates(text: str) -> list[tuple[Token, str]]:
+    """The tokens of `text` that are figures, with their text."""
+    mask = noise.masked(text)
+    found = tokens(text)
+    kept = []
+    for i, token in enumerate(found):
+        if i + 1 < len(found):
+            token = _ranged(token, found[i + 1], text)
+        if not noise.is_noise(token, text, mask):
+            kept.append((token, text[token.start : token.end]))
+    return kept
+
+
+def _ranged(token: Token, following: Token, text: str) -> Token:
+    """The first number of a range takes the unit of the second: "10–20%", "30 to 40 million"."""
+    plain = not token.percent and token.scale == 1
+    if plain and _RANGE.fullmatch(text, token.end, following.start):
+        return replace(token, percent=following.percent, scale=following.scale)
+    return token
 
 
 def _shown_decimals(token: Token) -> int:
@@ -162,19 +184,14 @@ def _widen(low: float, high: float) -> tuple[float, float]:
 
 
 class _QuestionFigures:
-    """The numbers of the question, by text and by value."""
+    """The figures of the question (read by the same rules), by text and by value."""
 
-    def __init__(self, question: str) -> None:
-        found = tokens(question)
-        self._question = question
-        self._values = {_key(token.value) for token in found}
-        self._values |= {_key(token.number) for token in found}
+    def __init__(self, found: list[tuple[Token, str]]) -> None:
+        self._texts = {text for _, text in found}
+        self._values = {_key(token.value) for token, _ in found}
 
     def holds(self, figure: Figure) -> bool:
-        text = figure.text.strip()
-        return bool(self._question) and (
-            text in self._question or _key(figure.value) in self._values
-        )
+        return figure.text in self._texts or _key(figure.value) in self._values
 
 
 def _key(value: float) -> float:

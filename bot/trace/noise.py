@@ -15,6 +15,8 @@ _SPANS = [
     # Links: the numbers of a URL or a Markdown link target name nothing.
     r"https?://[^\s)>]+",
     r"\]\([^)\s]*\)",
+    # Emoji codes such as ":100:" and ":one_2:".
+    r":[a-z0-9_+-]+:",
     # Dates and times.
     r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?Z?)?",
     r"\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b",

@@ -2,9 +2,10 @@
 step outputs: "1,402,617,695", "1402617695", "1.402618e+09", "-3.2 million", "$1.4B",
 "4.7%", "−0.5" (U+2212), "12 345" with thin or no-break spaces.
 
-A number glued to a letter, digit, underscore or point before it ("x1", "col_2", the "3" of
-"1.2.3") is part of a name and yields no token. A sign counts only where it cannot be a
-hyphen or dash between two words or numbers ("2000-2020" is two numbers, no negative)."""
+A number glued to a letter, digit or point before it, or to an underscore after a letter
+("x1", "col_2", the "3" of "1.2.3"), is part of a name and yields no token; "_12.5_" is
+emphasis. A sign counts only where it cannot be a hyphen or dash between two words or
+numbers ("2000-2020" is two numbers, no negative)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ _SCALES = {
 
 _NUMBER = re.compile(
     r"""
-    (?:(?<![\w)\].])(?P<sign>[-+\u2212]))?
+    (?:(?<![^\W_])(?<![)\].])(?<![^\W_]_)(?P<sign>[-+\u2212]))?
     (?:(?P<cur>[$€£])(?P<sign2>[-+\u2212])?)?     # "$-3.2" as well as "-$3.2"
-    (?<![\w.])
+    (?<![^\W_])(?<!\.)(?<![^\W_]_)  # not in a name; "_12.5_" is emphasis, "col_2" a name
     (?P<int>\d{1,3}(?:[,\u00a0\u2009\u202f]\d{3}(?!\d))+|\d+)
     (?:\.(?P<frac>\d+))?
     (?:[eE](?P<exp>[-+]?\d+))?
@@ -42,6 +43,7 @@ _NUMBER = re.compile(
     """,
     re.VERBOSE,
 )
+_NON_DIGIT = re.compile(r"\D")
 
 
 @dataclass(frozen=True)
@@ -66,20 +68,16 @@ class Token:
 
 def tokens(text: str) -> list[Token]:
     """Every number in `text`, in order, in one pass."""
-    found = []
-    for match in _NUMBER.finditer(text):
-        token = _token(match)
-        if token is not None:
-            found.append(token)
-    return found
+    return [_token(match) for match in _NUMBER.finditer(text)]
 
 
-def _token(match: re.Match[str]) -> Token | None:
+def _token(match: re.Match[str]) -> Token:
     sign = match["sign"] or match["sign2"] or ""
-    digits = re.sub(r"\D", "", match["int"])
+    written = match["int"]
+    digits = written if written.isdigit() else _NON_DIGIT.sub("", written)
     frac, exp = match["frac"] or "", int(match["exp"] or 0)
     number = float(f"{digits}.{frac or 0}e{exp}")
-    if sign in "-\u2212" and sign:
+    if sign and sign in "-\u2212":
         number = -number
     scale_word = match["abbr"] or match["abbr2"] or match["word"] or ""
     end = match.end()
@@ -95,6 +93,6 @@ def _token(match: re.Match[str]) -> Token | None:
         percent=bool(match["pct"]),
         signed=bool(sign),
         currency=bool(match["cur"]),
-        grouped=len(digits) != len(match["int"]),
+        grouped=len(digits) != len(written),
         digits=digits,
     )
