@@ -76,6 +76,7 @@ def test_population_answer_traces_to_json_output() -> None:
         ("about 1,000,000 people", "1,000,000", 1e6, -5, False),
         ("exactly 100,200 people", "100,200", 100200, 0, False),
         ("it ran 12km", "12", 12, 0, False),
+        ("a run of 3.2m", "3.2", 3.2, 1, False),
     ],
 )
 def test_figure_formats(answer: str, text: str, value: float, decimals: int, percent: bool) -> None:
@@ -213,6 +214,12 @@ def test_output_formats_match_an_exact_integer(output: str) -> None:
     assert traced("1,402,617,695", output)
 
 
+def test_separators_come_in_threes() -> None:
+    assert not traced("1,234", "x=1,2345")
+    assert traced("2,345", "x=1,2345")
+    assert texts("1,2345 and 12,34") == ["2345", "12", "34"]
+
+
 def test_less_precise_output_does_not_trace_a_precise_figure() -> None:
     assert not traced("1,402,617,695", "1.402618e+09")
     assert not traced("1,402,617,695", "1402617694")
@@ -236,6 +243,8 @@ def test_less_precise_output_does_not_trace_a_precise_figure() -> None:
         ("4.8", "4.75", True),
         ("2.675", "2.6745", True),
         ("2.675", "2.67449", False),
+        ("0.2", "0.15", True),
+        ("0.1", "0.15", True),
         ("12.5", "np.float64(12.4999)", True),
         ("12.5", "12.56", False),
         ("1,000,000", "1,000,400", True),
@@ -336,6 +345,14 @@ def test_the_line_is_the_one_holding_the_earliest_match() -> None:
     output = "header\nfirst: 7.5 and 12.5\nsecond: 12.5\n"
     (item,) = trace("It was 12.5.", [Source(1, output)])
     assert item.line == "first: 7.5 and 12.5"
+
+
+def test_the_earliest_line_wins_whichever_value_is_closer() -> None:
+    output = "a 12.54\nb 12.5\nc 12.46\n"
+    (item,) = trace("It was 12.5.", [Source(1, output)])
+    assert item.line == "a 12.54"
+    (item,) = trace("It was 12.5.", [Source(1, "c 12.46\na 12.54\n")])
+    assert item.line == "c 12.46"
 
 
 def test_a_long_line_is_clipped_around_the_figure() -> None:

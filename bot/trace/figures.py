@@ -184,14 +184,14 @@ def _widen(low: float, high: float) -> tuple[float, float]:
 
 
 class _QuestionFigures:
-    """The figures of the question (read by the same rules), by text and by value."""
+    """The values of the question's figures, read by the same rules (so a figure written as
+    in the question has its value too)."""
 
     def __init__(self, found: list[tuple[Token, str]]) -> None:
-        self._texts = {text for _, text in found}
         self._values = {_key(token.value) for token, _ in found}
 
     def holds(self, figure: Figure) -> bool:
-        return figure.text in self._texts or _key(figure.value) in self._values
+        return _key(figure.value) in self._values
 
 
 def _key(value: float) -> float:
