@@ -103,6 +103,32 @@ def test_figures_inside_markdown_tables_bold_and_code() -> None:
     ]
 
 
+def test_row_numbers_of_a_rank_column_are_not_figures() -> None:
+    answer = (
+        "| **Rank** | Country | Growth |\r\n"
+        "|:--:|---|---:|\r\n"
+        "| 11 | India | 32.6% |\r\n"
+        "| **12** | China | 11.8% |\r\n"
+        "\n"
+        "| # | Value |\n"
+        "|---|---|\n"
+        "| 13 | 14 |\n"
+        "\n"
+        "| Value | No. |\n"
+        "| --- | --- |\n"
+        "| 15 | 16 |\n"
+        "\n"
+        "| 17 | 18 |\n"
+        "| 19 | 20 |\n"
+    )
+    assert texts(answer) == ["32.6%", "11.8%", "14", "15", "17", "18", "19", "20"]
+    # Outer pipes are optional, row by row.
+    answer = "| Rank | Value |\n|---|---|\n21 | 22\n| 23 | 24\n25 | 26 |\n"
+    assert texts(answer) == ["22", "24", "26"]
+    answer = "Value | Rank\n---|---\n| 21 | 22 |\n| 23 | 24\n25 | 26 |\n"
+    assert texts(answer) == ["21", "23", "25"]
+
+
 def test_years_are_not_figures() -> None:
     answer = (
         "From 2000 to 2020 (2000–2020, in the 1990s) it grew by 2,020 people; 1899 and 2101 too."
@@ -161,7 +187,7 @@ def test_question_years_and_counts_exclude_nothing() -> None:
 
 
 def test_underscore_emphasis_and_emoji_codes() -> None:
-    answer = "_12.5%_ and __1,234__ but not col_2 or :100: or :+1:"
+    answer = "_12.5%_ and __1,234__ but not col_2, COVID-19, :100: or :+1:"
     assert texts(answer) == ["12.5%", "1,234"]
 
 

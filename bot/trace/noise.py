@@ -5,6 +5,7 @@ look like alone (years, small counts, ordinals)."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from bot.trace.numbers import Token
 
@@ -50,6 +51,10 @@ _READ_FENCES = {"", "text", "txt", "plain", "plaintext", "output", "console", "m
 
 _ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
 
+# A Markdown table's rule line ("|---|:--:|"), and the headers of columns that number rows.
+_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*")
+_RANK_HEADER = re.compile(r"rank(?:ing)?|#|no\.?|n|pos(?:ition)?|place|index|idx", re.IGNORECASE)
+
 
 def masked(text: str) -> bytearray:
     """One byte per character of `text`: 1 where numbers are not figures."""
@@ -59,7 +64,44 @@ def masked(text: str) -> bytearray:
             mask[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
     for match in _SPAN.finditer(text):
         mask[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
+    for start, end in _rank_cells(text):
+        mask[start:end] = b"\x01" * (end - start)
     return mask
+
+
+def _rank_cells(text: str) -> list[tuple[int, int]]:
+    """The spans of table cells under a "Rank", "#" or "No." header: row numbers."""
+    spans = []
+    lines, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        lines.append((offset, line))
+        offset += len(line)
+    ranks: list[int] = []
+    for i, (start, line) in enumerate(lines):
+        if "|" not in line:
+            ranks = []
+        elif i > 0 and "-" in line and _TABLE_RULE.fullmatch(line):
+            header = _cells(*lines[i - 1])
+            ranks = [k for k, (a, b) in enumerate(header) if _is_rank(text[a:b])]
+        elif ranks:
+            cells = _cells(start, line)
+            spans += [cells[k] for k in ranks if k < len(cells)]
+    return spans
+
+
+def _cells(start: int, line: str) -> list[tuple[int, int]]:
+    """The spans of a table row's cells, outer pipes left out."""
+    bounds = [start - 1, *(start + i for i, c in enumerate(line) if c == "|"), start + len(line)]
+    cells = [(a + 1, b) for a, b in pairwise(bounds)]
+    if line.lstrip().startswith("|"):
+        cells = cells[1:]
+    if line.rstrip().endswith("|"):
+        cells = cells[:-1]
+    return cells
+
+
+def _is_rank(header: str) -> bool:
+    return bool(_RANK_HEADER.fullmatch(header.strip().strip("*_`").strip()))
 
 
 def plain_integer(token: Token) -> bool:

@@ -2,10 +2,10 @@
 step outputs: "1,402,617,695", "1402617695", "1.402618e+09", "-3.2 million", "$1.4B",
 "4.7%", "−0.5" (U+2212), "12 345" with thin or no-break spaces.
 
-A number glued to a letter, digit or point before it, or to an underscore after a letter
-("x1", "col_2", the "3" of "1.2.3"), is part of a name and yields no token; "_12.5_" is
-emphasis. A sign counts only where it cannot be a hyphen or dash between two words or
-numbers ("2000-2020" is two numbers, no negative)."""
+A number glued to a letter, digit or point before it, or to an underscore or hyphen after a
+letter ("x1", "col_2", "COVID-19", the "3" of "1.2.3"), is part of a name and yields no
+token; "_12.5_" is emphasis. A sign counts only where it cannot be a hyphen or dash between
+two words or numbers ("2000-2020" is two numbers, no negative)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ _NUMBER = re.compile(
     r"""
     (?:(?<![^\W_])(?<![)\].])(?<![^\W_]_)(?P<sign>[-+\u2212]))?
     (?:(?P<cur>[$€£])(?P<sign2>[-+\u2212])?)?     # "$-3.2" as well as "-$3.2"
-    (?<![^\W_])(?<!\.)(?<![^\W_]_)  # not in a name; "_12.5_" is emphasis, "col_2" a name
+    (?<![^\W_])(?<!\.)(?<![^\W_]_)(?<![^\W\d_]-)  # no name ("col_2", "COVID-19"), "_1_" is
     (?P<int>\d{1,3}(?:[,\u00a0\u2009\u202f]\d{3}(?!\d))+|\d+)
     (?:\.(?P<frac>\d+))?
     (?:[eE](?P<exp>[-+]?\d+))?
