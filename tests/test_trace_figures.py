@@ -164,6 +164,14 @@ def test_dates_times_versions_links_and_footnotes_are_not_figures() -> None:
     assert texts(answer) == ["1,234"]
 
 
+def test_inline_code_that_reads_as_code_is_skipped() -> None:
+    answer = (
+        "`df.head(10)` and `x = 42` and `rows[12]` and `pd.NA 30` 13 gave `12.5`, "
+        "``33.0%`` and `1,234 rows`."
+    )
+    assert texts(answer) == ["13", "12.5", "33.0%", "1,234"]
+
+
 def test_fenced_code_in_a_language_is_skipped_but_plain_fences_are_read() -> None:
     answer = (
         "The mean was 12.5.\n"

@@ -4,21 +4,23 @@ an answer can be checked for figures no step produced before it is posted.
 What counts as a figure: integers, decimals and percentages, with thousands separators
 (",", thin and no-break spaces), signs ("-", "−", "+"), currency ("$", "€", "£") and scale
 words ("k", "M", "bn", "B", "million", "billion", "thousand"; a bare "m" is not millions,
-"$3.2m" is), in prose, tables, bold and code spans alike. Not counted (see bot.trace.noise):
-years, dates, times, versions, links, step numbers, list and footnote markers, ranks
-("top 10"), ordinals, names with digits ("x1"), integers below 10, fenced code in a
-language, and any figure whose text or value is one of the question's figures (read by
-the same rules, so the question's years and small counts exclude nothing). In a range the
-first number takes the unit of the second ("10–20%", "30 to 40 million"). An accounting negative
-"(3.2)" is read as the plain number 3.2.
+"$3.2m" is), in prose, tables, bold and code spans alike. Not counted (bot.trace.noise):
+years, dates, times, versions, links, emoji codes, step numbers, list and footnote markers,
+ranks ("top 10") and a table's Rank column, ordinals, names with digits ("x1", "COVID-19"),
+integers below 10, fenced code in a language, and any figure whose value is that of one of
+the question's figures (read by the same rules, so the question's years and small counts
+exclude nothing). In a range the first number takes the unit of the second ("10–20%",
+"30 to 40 million"). An accounting negative "(3.2)" is read as the plain number 3.2.
 
 How a figure matches an output number: the output number, rounded to the figure's shown
-precision, equals it. "3.2 million" matches 3,214,567 and also 3.2 (an output already in
-millions); "4.7%" matches 4.72 and the fraction 0.0472; an integer ending in three or more
-zeros is read as rounded at its last nonzero digit, keeping two significant digits
-("1,400,000,000" matches 1,402,617,695). A figure written with a sign must match an output
-number of that sign; one written without a sign matches either ("a decrease of 3.2"
-matches -3.2). Only outputs are searched, not the code a step ran."""
+precision, equals it (a tie matches either way). "3.2 million" matches 3,214,567, and 3.2
+printed without a scale word (an output already in millions); "4.7%" matches 4.72 and the
+fraction 0.0472; an integer ending in three or more zeros is read as rounded at its last
+nonzero digit, keeping two significant digits ("1,400,000,000" matches 1,402,617,695). An
+output less precise than the figure does not match it ("1.402618e+09" is not
+"1,402,617,695"). A figure written with a sign must match an output number of that sign;
+one written without a sign matches either ("a decrease of 3.2" matches -3.2). Only outputs
+are searched, not the code a step ran."""
 
 from __future__ import annotations
 

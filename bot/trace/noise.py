@@ -49,6 +49,10 @@ _SPAN = re.compile("|".join(f"(?:{pattern})" for pattern in _SPANS))
 _FENCE = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n.*?(?:^[ \t]*\1|\Z)")
 _READ_FENCES = {"", "text", "txt", "plain", "plaintext", "output", "console", "markdown", "md"}
 
+# Inline code that reads as code ("df.head(10)", "x = 42") holds no figures; "`12.5`" does.
+_INLINE_CODE = re.compile(r"(`+)([^`\n]+?)\1")
+_CODE_LIKE = re.compile(r"[()\[\]{}=<>/\\:;\"']|[A-Za-z][._][A-Za-z]")
+
 _ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
 
 # A Markdown table's rule line ("|---|:--:|"), and the headers of columns that number rows.
@@ -61,6 +65,9 @@ def masked(text: str) -> bytearray:
     mask = bytearray(len(text))
     for match in _FENCE.finditer(text):
         if match[2].lower() not in _READ_FENCES:
+            mask[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
+    for match in _INLINE_CODE.finditer(text):
+        if _CODE_LIKE.search(match[2]):
             mask[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
     for match in _SPAN.finditer(text):
         mask[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
