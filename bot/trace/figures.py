@@ -25,7 +25,7 @@ are searched, not the code a step ran."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from bot.trace import noise
@@ -77,7 +77,7 @@ def trace(answer: str, sources: Sequence[Source], question: str = "") -> list[Tr
     read = _read(answer, question)
     if not read:
         return []
-    indexes = [(source.step, OutputIndex(source.output)) for source in _in_order(sources)]
+    indexes = _Indexes(sources)
     return [_trace_one(figure, token, indexes) for figure, token in read]
 
 
@@ -99,11 +99,22 @@ def summary(traces: Sequence[Trace]) -> str:
     )
 
 
-def _in_order(sources: Sequence[Source]) -> list[Source]:
-    return sorted(sources, key=lambda source: source.step)
+class _Indexes:
+    """The outputs' indexes in step order, each built the first time a figure needs it (an
+    answer whose figures all come from the first steps leaves the later outputs unread)."""
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        self._sources = sorted(sources, key=lambda source: source.step)
+        self._built: list[OutputIndex] = []
+
+    def __iter__(self) -> Iterator[tuple[int, OutputIndex]]:
+        for i, source in enumerate(self._sources):
+            if i == len(self._built):
+                self._built.append(OutputIndex(source.output))
+            yield source.step, self._built[i]
 
 
-def _trace_one(figure: Figure, token: Token, indexes: list[tuple[int, OutputIndex]]) -> Trace:
+def _trace_one(figure: Figure, token: Token, indexes: _Indexes) -> Trace:
     ranges = _ranges(token, figure.decimals)
     for step, index in indexes:
         position = index.first(ranges)
