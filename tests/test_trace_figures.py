@@ -72,6 +72,7 @@ def test_population_answer_traces_to_json_output() -> None:
         ("some 12\u00a0345 people", "12\u00a0345", 12345, 0, False),
         ("a ratio of 0.25", "0.25", 0.25, 2, False),
         ("about 1.5e3 rows", "1.5e3", 1500, -2, False),
+        ("about 2e5 rows", "2e5", 2e5, -5, False),
         ("about 1,400,000,000 people", "1,400,000,000", 1.4e9, -8, False),
         ("about 1,000,000 people", "1,000,000", 1e6, -5, False),
         ("exactly 100,200 people", "100,200", 100200, 0, False),
@@ -399,6 +400,12 @@ def test_a_long_line_is_clipped_around_the_figure() -> None:
     assert item.line.startswith("…") and item.line.endswith("…")
     (first,) = trace("It was 100,001.", [Source(1, output)])
     assert first.line.startswith("[100000, 100001") and len(first.line) == 200
+
+
+def test_odd_numbers_do_not_break_the_matcher() -> None:
+    odd = "1e400 people, 1e-400 of them, " + "9" * 500 + " rows, 12." + "5" * 400
+    assert summary(trace(odd, [Source(1, odd)])) == "4 figures, all traced to step 1"
+    assert figures("`" * 3000 + " 12.5 " + "`" * 3000)[0].text == "12.5"
 
 
 def test_no_figures_no_sources() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bot.trace import noise
 from bot.trace.index import OutputIndex
@@ -157,7 +157,7 @@ def _ranged(token: Token, following: Token, text: str) -> Token:
     """The first number of a range takes the unit of the second: "10–20%", "30 to 40 million"."""
     plain = not token.percent and token.scale == 1
     if plain and _RANGE.fullmatch(text, token.end, following.start):
-        return replace(token, percent=following.percent, scale=following.scale)
+        return token._replace(percent=following.percent, scale=following.scale)
     return token
 
 
@@ -175,7 +175,7 @@ def _shown_decimals(token: Token) -> int:
 
 def _ranges(token: Token, decimals: int) -> list[tuple[float, float]]:
     """The closed ranges of output values that round to the figure as shown."""
-    half = 0.5 * 10.0**-decimals
+    half = 0.5 * 10.0 ** -max(-300, min(decimals, 300))  # "1e400" must not overflow
     number = abs(token.number)
     spans = [(number - half, number + half)]
     if token.scale != 1:

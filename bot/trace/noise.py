@@ -50,7 +50,7 @@ _FENCE = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n.*?(?:^[ \
 _READ_FENCES = {"", "text", "txt", "plain", "plaintext", "output", "console", "markdown", "md"}
 
 # Inline code that reads as code ("df.head(10)", "x = 42") holds no figures; "`12.5`" does.
-_INLINE_CODE = re.compile(r"(`+)([^`\n]+?)\1")
+_INLINE_CODE = re.compile(r"(?<!`)(`++)([^`\n]+?)(?<!`)\1(?!`)")  # possessive: linear
 _CODE_LIKE = re.compile(r"[()\[\]{}=<>/\\:;\"']|[A-Za-z][._][A-Za-z]")
 
 _ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
