@@ -499,3 +499,9 @@ def test_a_large_output_and_answer_are_traced_quickly() -> None:
     assert len(items) == 2 * len(picked)
     assert all(item.step == 2 for item in items)
     assert elapsed < 5
+
+
+def test_a_run_of_backticks_is_read_in_linear_time() -> None:
+    started = time.monotonic()
+    assert texts("`" * 50_000 + " 12.5") == ["12.5"]
+    assert time.monotonic() - started < 5

@@ -46,7 +46,7 @@ _SPAN = re.compile("|".join(f"(?:{pattern})" for pattern in _SPANS))
 
 # Fenced code in a language holds code, not claims; an untagged or text fence is read
 # (it usually holds copied output).
-_FENCE = re.compile(r"(?ms)^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n]*\n.*?(?:^[ \t]*\1|\Z)")
+_FENCE = re.compile(r"(?ms)^[ \t]*+(`{3,}+|~{3,}+)[ \t]*+([^\s`]*+)[^\n]*+\n.*?(?:^[ \t]*\1|\Z)")
 _READ_FENCES = {"", "text", "txt", "plain", "plaintext", "output", "console", "markdown", "md"}
 
 # Inline code that reads as code ("df.head(10)", "x = 42") holds no figures; "`12.5`" does.
