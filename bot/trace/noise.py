@@ -56,7 +56,7 @@ _CODE_LIKE = re.compile(r"[()\[\]{}=<>/\\:;\"']|[A-Za-z][._][A-Za-z]")
 _ORDINAL = re.compile(r"(?:st|nd|rd|th)\b", re.IGNORECASE)
 
 # A Markdown table's rule line ("|---|:--:|"), and the headers of columns that number rows.
-_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*")
+_TABLE_RULE = re.compile(r"[ \t]*+\|?[ \t]*+:?-++:?[ \t]*+(?:\|[ \t]*+:?-++:?[ \t]*+)*+\|?\s*+")
 _RANK_HEADER = re.compile(r"rank(?:ing)?|#|no\.?|n|pos(?:ition)?|place|index|idx", re.IGNORECASE)
 
 
