@@ -54,6 +54,14 @@ def test_population_answer_traces_to_json_output() -> None:
     assert summary(items) == "3 figures, all traced to step 2"
 
 
+def test_population_growth_no_step_printed_is_not_found() -> None:
+    sources = [Source(1, "[1059633675, 1409634909]"), Source(2, "[350001234]")]
+    assert summary(trace(POPULATION_ANSWER, sources[:1])) == (
+        "2 of 3 figures traced; not found: 350,001,234"
+    )
+    assert summary(trace(POPULATION_ANSWER, sources)) == "3 figures, all traced to steps 1–2"
+
+
 @pytest.mark.parametrize(
     ("answer", "text", "value", "decimals", "percent"),
     [
