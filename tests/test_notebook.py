@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from tests.support import POPULATION_CSV, file_chunks
 
 UPLOAD = "/buddy/work/uploads/population.csv"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16  # enough bytes to tell apart
+CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # nbformat 4.5
 Step = tuple[str, str, ToolOutcome]  # language (or a tool's name), code, what it returned
 
 
@@ -71,7 +74,8 @@ class Thread:
             if language not in ("python", "bash", "node"):
                 tool, args = language, {"path": code}
             use = {"type": "tool_use", "id": call_id, "name": tool, "input": args}
-            self.history.append({"role": "assistant", "content": [use]})
+            said = {"type": "text", "text": f"Step {n} next."}
+            self.history.append({"role": "assistant", "content": [said, use]})
             self.history.append({"role": "user", "content": [tool_result(call_id, out)]})
             self.calls.append(ToolCallRecord(
                 run_id, call_id, tool, language if tool == "run_code" else None,
@@ -89,9 +93,14 @@ def population_file(path: str = UPLOAD) -> FileRecord:
 
 
 def validated(book: dict[str, Any]) -> nbformat.NotebookNode:
-    """The notebook as nbformat reads it back, after checking it against the schema."""
-    read = nbformat.reads(json.dumps(book), as_version=4)
-    nbformat.validate(read)
+    """The notebook as nbformat reads it back, after checking it against the schema (what
+    nbformat would only warn of and mend, a missing cell id, fails the test)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read = nbformat.reads(json.dumps(book), as_version=4)
+        nbformat.validate(read)
+    ids = [cell["id"] for cell in book["cells"]]
+    assert len(set(ids)) == len(ids) and all(CELL_ID.fullmatch(i) for i in ids)
     assert (read.nbformat, read.nbformat_minor) == (4, 5)
     return read
 
@@ -207,6 +216,25 @@ async def test_a_cleared_output_comes_from_the_archive_or_else_the_excerpt() -> 
     without = validated(notebook(thread.runs, thread.calls, cleared, [])).cells[3]
     assert streams(without) == thread.calls[0].excerpt + "\n"  # the last lines only
     assert streams(without).startswith("line 3") and without.metadata.bot.output == "excerpt"
+
+
+async def test_a_question_cleared_with_the_results_before_it_keeps_its_answer() -> None:
+    thread = Thread()
+    thread.ask("First", [("python", "print(1)", await outcome("1\n"))], None)  # no answer
+    thread.ask("Second", [("python", "print(2)", await outcome("2\n"))], "Two.")
+    # The question joined the previous run's last results, as the loop merges a user turn.
+    question = thread.history.pop(3)
+    thread.history[2]["content"] += question["content"]
+    cleared, count = clear_results(thread.history, keep=1, chars=1)
+    assert count == 1
+    archive = {"at": 1.0, "reason": "cleared by bot", "messages": thread.history[2:3]}
+    cells = validated(notebook(thread.runs, thread.calls, cleared, [], archived=[archive])).cells
+    shown = [text(c) for c in cells if c.cell_type == "markdown"]
+    assert shown[1:] == [
+        "## Question 1\n\n> First", "_No answer was recorded (the run's outcome: finished)._",
+        "## Question 2\n\n> Second", "**Answer:**\n\nTwo.",
+    ]  # fmt: skip
+    assert [streams(c) for c in cells if c.cell_type == "code"] == ["", "1\n", "2\n"]
 
 
 async def test_charts_are_png_display_outputs() -> None:

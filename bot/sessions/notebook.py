@@ -88,8 +88,12 @@ class Transcript:
         archive holds the turns it replaced) is the same question."""
         found = cls([], {}, {})
         for messages in sources:
-            for segment in _segments(messages, found):
-                found._merge(segment)
+            segments = _segments(messages, found)
+            # A clearing's archive holds the user turns it replaced, no replies: their
+            # outputs are whole, but a question there is told better where it was answered.
+            if any(m.get("role") == "assistant" for m in messages):
+                for segment in segments:
+                    found._merge(segment)
         return found
 
     def _merge(self, segment: Segment) -> None:
@@ -110,6 +114,8 @@ def _segments(messages: Sequence[Mapping[str, Any]], found: Transcript) -> list[
     asking = False  # the last block was the user's text: more text is the same question
     for message in messages:
         user = message.get("role") == "user"
+        if not user and segments:
+            _answer(segments[-1], message)
         for block in _blocks(message):
             kind = block.get("type")
             if user and kind == "text":
@@ -125,9 +131,18 @@ def _segments(messages: Sequence[Mapping[str, Any]], found: Transcript) -> list[
             elif kind == "tool_use" and segments:
                 segments[-1].call_ids.add(str(block.get("id", "")))
                 found.inputs[str(block.get("id", ""))] = dict(block.get("input") or {})
-            elif kind == "text" and not user and segments and block.get("text", "").strip():
-                segments[-1].answer = block["text"]
     return segments
+
+
+def _answer(segment: Segment, message: Mapping[str, Any]) -> None:
+    """A reply's text is the answer so far, unless the reply goes on with a tool call (its
+    text introduces a step): the answer is the text of the question's last reply."""
+    content = _blocks(message)
+    if any(b.get("type") == "tool_use" for b in content):
+        segment.answer = ""
+        return
+    said = [b.get("text", "").strip() for b in content if b.get("type") == "text"]
+    segment.answer = "\n\n".join(t for t in said if t) or segment.answer
 
 
 def _keep_output(found: Transcript, block: Mapping[str, Any]) -> None:
@@ -202,9 +217,6 @@ class _Cells:
         if executed:
             self._count += 1
             count = self._count
-        for output in outputs:
-            if output["output_type"] == "execute_result":
-                output["execution_count"] = count
         self.cells.append(
             {
                 "cell_type": "code",
