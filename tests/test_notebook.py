@@ -30,6 +30,7 @@ from tests.support import POPULATION_CSV, file_chunks
 UPLOAD = "/buddy/work/uploads/population.csv"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16  # enough bytes to tell apart
 CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # nbformat 4.5
+TOOL_ARGS = {"list_files": "path", "read_file": "path", "check_command": "command_id"}
 Step = tuple[str, str, ToolOutcome]  # language (or a tool's name), code, what it returned
 
 
@@ -64,22 +65,26 @@ class Thread:
         self.calls: list[ToolCallRecord] = []
         self.history: list[dict[str, Any]] = []
 
-    def ask(self, question: str, steps: list[Step], answer: str | None) -> None:
+    def ask(self, question: str, steps: list[Step], answer: str | None, **options: Any) -> None:
+        """One run; `options` go into every step's input (detached=True, say)."""
         run_id = f"run{len(self.runs) + 1}"
         self.runs.append(RunRecord("k", run_id, question, len(self.runs), None, "finished"))
         self.history.append({"role": "user", "content": [{"type": "text", "text": question}]})
         for n, (language, code, out) in enumerate(steps, 1):
             call_id = f"toolu_{run_id}_{n}"
             tool, args = "run_code", {"language": language, "code": code}
-            if language not in ("python", "bash", "node"):
-                tool, args = language, {"path": code}
+            if language in ("python", "bash", "node"):
+                args |= options
+            else:
+                tool, args = language, {TOOL_ARGS[language]: code}
             use = {"type": "tool_use", "id": call_id, "name": tool, "input": args}
             said = {"type": "text", "text": f"Step {n} next."}
             self.history.append({"role": "assistant", "content": [said, use]})
             self.history.append({"role": "user", "content": [tool_result(call_id, out)]})
             self.calls.append(ToolCallRecord(
                 run_id, call_id, tool, language if tool == "run_code" else None,
-                code if tool == "run_code" else f"path={code}", out.status, out.exit_code,
+                code if tool == "run_code" else f"{TOOL_ARGS[tool]}={code}", out.status,
+                out.exit_code,
                 out.duration_s, out.excerpt, 0.0,
             ))  # fmt: skip
         if answer is not None:
@@ -235,6 +240,48 @@ async def test_a_question_cleared_with_the_results_before_it_keeps_its_answer() 
         "## Question 2\n\n> Second", "**Answer:**\n\nTwo.",
     ]  # fmt: skip
     assert [streams(c) for c in cells if c.cell_type == "code"] == ["", "1\n", "2\n"]
+
+
+async def test_detached_and_restarted_steps_say_how_they_ran() -> None:
+    def started(command: str) -> ToolOutcome:
+        said = f"Started in the background as {command}; wait for it with check_command."
+        return ToolOutcome(said, False, "running", excerpt=f"command {command}")
+
+    thread = Thread()
+    steps = [
+        ("python", "work()", started("c1")),
+        ("bash", "sleep 9", started("c2")),
+        ("check_command", "c1", await outcome("half\n", status="running")),
+        ("check_command", "c1", await outcome("half\ndone\n")),
+    ]
+    thread.ask("Slow", steps, "Later.", detached=True)
+    thread.ask("Again", [("python", "x = 1", await outcome(""))], "Clean.", restart=True)
+    cells = validated(notebook(thread.runs, thread.calls, thread.history, [])).cells
+    py, sh, answer = cells[3:6]
+    assert text(py) == "%%script python3\nwork()"  # a process of its own, not the kernel
+    assert text(sh) == "%%bash\nsleep 9" and py.metadata.bot.detached
+    # Its last check's output, as the cell prints it when rerun; the checks are not steps.
+    assert streams(py) == "half\ndone\n" and py.metadata.bot.status == "ok"
+    assert streams(sh) == started("c2").content + "\n"  # never checked
+    assert text(answer) == "**Answer:**\n\nLater."
+    restart, again = cells[7:9]
+    assert restart.cell_type == "markdown" and "restarted" in text(restart)
+    assert text(again) == "x = 1" and "detached" not in again.metadata.bot
+
+
+async def test_a_question_in_the_archive_and_the_history_is_shown_once() -> None:
+    thread = Thread()
+    thread.ask("First", [("python", "1 + 1", await outcome("2\n"))], "Two.")
+    thread.ask("Thanks!", [], "Welcome.")
+    thread.ask("Third", [("python", "3", await outcome("3\n"))], "Three.")
+    archive = {"at": 1.0, "reason": "compacted by server", "messages": list(thread.history)}
+    kept = thread.history[3:]  # what the server still reads: from the second question on
+    cells = validated(notebook(thread.runs, thread.calls, kept, [], archived=[archive])).cells
+    shown = [text(c) for c in cells if c.cell_type == "markdown"]
+    assert [t for t in shown if t.startswith("## Question")] == [
+        "## Question 1\n\n> First", "## Question 2\n\n> Thanks!", "## Question 3\n\n> Third",
+    ]  # fmt: skip
+    assert "**Answer:**\n\nWelcome." in shown and "**Answer:**\n\nThree." in shown
 
 
 async def test_charts_are_png_display_outputs() -> None:

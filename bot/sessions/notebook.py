@@ -50,18 +50,18 @@ def notebook(
     bytes, by call id) and its answer. `archived`: the store's archived history, where the
     outputs clearing replaced are found."""
     transcript = Transcript.of([*(a.get("messages", []) for a in archived), history])
-    cells = _Cells()
-    cells.markdown(_files_text(files), "files")
-    cells.code(SETUP_CODE, "setup", [], executed=False)
+    book = _Book(transcript, calls, images or {})
+    book.markdown(_files_text(files), "files")
+    book.code(SETUP_CODE, "setup", [], executed=False)
     steps: dict[str, list[ToolCallRecord]] = {}
     for call in calls:
         steps.setdefault(call.run_id, []).append(call)
     for n, (question, run, segment) in enumerate(_sections(runs, steps, transcript), 1):
-        cells.markdown(f"## Question {n}\n\n" + _quoted(question), f"q{n}")
+        book.markdown(f"## Question {n}\n\n" + _quoted(question), f"q{n}")
         for s, call in enumerate(steps.get(run.run_id, []) if run else [], 1):
-            _add_step(cells, call, transcript, (images or {}).get(call.call_id, ()), f"q{n}-{s}")
-        cells.markdown(_answer_text(segment, run), f"q{n}-answer")
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": METADATA, "cells": cells.cells}
+            book.step(call, f"q{n}-{s}")
+        book.markdown(_answer_text(segment, run), f"q{n}-answer")
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": METADATA, "cells": book.cells}
 
 
 @dataclass
@@ -192,12 +192,27 @@ def _sections(
     return sections + [(run.question, run, None) for run in unmatched]
 
 
-class _Cells:
-    """The cells so far, with the execution count of the steps that ran."""
+class _Book:
+    """The cells so far, numbering the steps that ran; steps read their outputs from the
+    transcript, a detached one from its command's last check."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        calls: Sequence[ToolCallRecord],
+        images: Mapping[str, Sequence[bytes]],
+    ) -> None:
         self.cells: list[Cell] = []
         self._count = 0
+        self._transcript, self._images = transcript, images
+        # A detached command's last check: its outputs are the detached step's, as a rerun
+        # of the cell (which waits for it) prints them.
+        self._checks: dict[str, ToolCallRecord] = {}
+        for call in calls:
+            if call.tool == "check_command":
+                command = str(transcript.inputs.get(call.call_id, {}).get("command_id", ""))
+                self._checks[command] = call
+        self._started = {_command_id(c) for c in calls if c.tool == "run_code"} - {""}
 
     def markdown(self, text: str, cell_id: str) -> None:
         self.cells.append(
@@ -228,42 +243,47 @@ class _Cells:
             }
         )
 
+    def step(self, call: ToolCallRecord, cell_id: str) -> None:
+        """A run_code step as a cell, another tool's as a note (a check of a command shown
+        in its detached step's cell: nothing)."""
+        given = self._transcript.inputs.get(call.call_id, {})
+        if call.tool == "check_command" and given.get("command_id") in self._started:
+            return
+        if call.tool != "run_code" or call.language not in ("python", *MAGICS):
+            self.markdown(_tool_note(call, self._transcript.output(call.call_id)), cell_id)
+            return
+        if given.get("restart"):
+            note = "_The kernel was restarted before this step: a clean state._"
+            self.markdown(note, cell_id + "-restart")
+        detached = bool(given.get("detached"))
+        magic = MAGICS.get(call.language or "", "")
+        if detached and call.language == "python":
+            magic = DETACHED_PYTHON
+        shown = self._checks.get(_command_id(call), call) if detached else call
+        content = self._transcript.output(shown.call_id)
+        outputs = _outputs(shown, content, kernel=call.language == "python" and not detached)
+        outputs += [_image(png) for png in self._images.get(call.call_id, ())]
+        status = {"call_id": call.call_id, "status": shown.status, "exit_code": shown.exit_code}
+        status["output"] = "excerpt" if content is None else "whole"  # cleared, lost: excerpt
+        if detached:
+            status["detached"] = True
+        self.code(magic + call.code, cell_id, outputs, metadata={"bot": status})
 
-def _add_step(
-    cells: _Cells, call: ToolCallRecord, transcript: Transcript, pngs: Sequence[bytes], cell_id: str
-) -> None:
-    given = transcript.inputs.get(call.call_id, {})
-    if call.tool != "run_code" or call.language not in ("python", *MAGICS):
-        cells.markdown(_tool_note(call, transcript.output(call.call_id)), cell_id)
-        return
-    if given.get("restart"):
-        cells.markdown(
-            "_The kernel was restarted before this step: a clean state._", cell_id + "-restart"
-        )
-    detached = bool(given.get("detached"))
-    magic = (
-        DETACHED_PYTHON
-        if detached and call.language == "python"
-        else MAGICS.get(call.language or "", "")
-    )
-    content = transcript.output(call.call_id)
-    outputs = _outputs(call, content, kernel=call.language == "python" and not detached)
-    outputs += [_image(png) for png in pngs]
-    status = {"call_id": call.call_id, "status": call.status, "exit_code": call.exit_code}
-    status["output"] = "excerpt" if content is None else "whole"  # cleared and lost: its excerpt
-    if detached:
-        status["detached"] = True
-    cells.code(magic + call.code, cell_id, outputs, metadata={"bot": status})
+
+def _command_id(call: ToolCallRecord) -> str:
+    """The command a detached step started ("command <id>", its audit excerpt says)."""
+    return call.excerpt.removeprefix("command ") if call.excerpt.startswith("command ") else ""
 
 
 def _outputs(call: ToolCallRecord, content: str | None, *, kernel: bool) -> list[dict[str, Any]]:
     """The step's printed streams as the bot saw them; an exception a kernel step raised as
-    an `error` output; the audit's excerpt when the whole output is gone."""
+    an `error` output; the audit's excerpt when the whole output is gone; a result that is
+    not a run's (a note, an error before it ran) as one stream."""
     streams = _streams(content) if content is not None else None
-    if streams is None:
-        excerpt = call.excerpt.strip()
+    if streams is None:  # a note rather than a run's output ("Started in the background…")
+        said = (call.excerpt if content is None else content).strip()
         name = "stdout" if call.status in ("ok", "running") else "stderr"
-        return [_stream(name, excerpt + "\n")] if excerpt else []
+        return [_stream(name, said + "\n")] if said else []
     stdout, stderr = streams
     outputs = [_stream("stdout", stdout)] if stdout else []
     error = _error(stderr) if kernel and call.status == "error" else None
