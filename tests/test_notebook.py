@@ -284,6 +284,36 @@ async def test_a_question_in_the_archive_and_the_history_is_shown_once() -> None
     assert "**Answer:**\n\nWelcome." in shown and "**Answer:**\n\nThree." in shown
 
 
+async def test_a_run_compacted_midway_is_one_question_with_all_its_steps() -> None:
+    thread = Thread()
+    steps = [
+        ("python", "a = 1", await outcome("")),
+        ("python", "print(a + 1)", await outcome("2\n")),
+    ]
+    thread.ask("Add one", steps, "It is 2.")
+    archive = {"at": 1.0, "reason": "compacted by bot", "messages": thread.history[:3]}
+    summary = {"type": "text", "text": "Summary: a is 1."}  # no question after it: mid-run
+    history = [{"role": "user", "content": [summary]}, *thread.history[3:]]
+    cells = validated(notebook(thread.runs, thread.calls, history, [], archived=[archive])).cells
+    shown = [text(c) for c in cells]
+    assert shown[2:] == ["## Question 1\n\n> Add one", "a = 1", "print(a + 1)",
+                         "**Answer:**\n\nIt is 2."]  # fmt: skip
+
+
+async def test_the_same_words_asked_twice_are_two_questions() -> None:
+    thread = Thread()
+    for answer in ("Welcome.", "Welcome again."):
+        thread.ask("Thanks!", [], answer)
+    shown = [text(c) for c in validated(
+        notebook(thread.runs, thread.calls, thread.history, [], archived=[
+            {"at": 1.0, "reason": "compacted by bot", "messages": thread.history[:2]}
+        ])).cells]  # fmt: skip
+    assert shown[2:] == [
+        "## Question 1\n\n> Thanks!", "**Answer:**\n\nWelcome.",
+        "## Question 2\n\n> Thanks!", "**Answer:**\n\nWelcome again.",
+    ]  # fmt: skip
+
+
 async def test_charts_are_png_display_outputs() -> None:
     thread = Thread()
     thread.ask("Plot", [("python", "plt.plot([1, 2])\nplt.show()", await outcome(""))], "A line.")
