@@ -25,7 +25,9 @@ from bot.sandbox.local import LocalProvider
 from bot.sessions.notebook import SETUP_CODE, notebook
 from bot.store.base import FileRecord, RunRecord, SessionRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
-from tests.support import POPULATION_CSV, file_chunks
+from tests.fakes.anthropic import Reply, tool_use
+from tests.fakes.anthropic import text as text_block
+from tests.support import POPULATION_CSV, file_chunks, model_in_thread
 
 UPLOAD = "/buddy/work/uploads/population.csv"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16  # enough bytes to tell apart
@@ -378,7 +380,7 @@ async def provider(sandbox_root: Path) -> AsyncIterator[LocalProvider]:
     await made.close()
 
 
-async def sandbox_with_slice(provider: LocalProvider, name: str, csv: Path) -> Sandbox:
+async def sandbox_with(provider: LocalProvider, name: str, csv: Path) -> Sandbox:
     sandbox = await provider.create(SandboxSpec(session_key=name))
     await sandbox.upload(UPLOAD, file_chunks(csv))
     return sandbox
@@ -392,11 +394,39 @@ def population_slice(tmp_path: Path) -> Path:
     return path
 
 
+async def rerun(
+    book: nbformat.NotebookNode, provider: LocalProvider, files: dict[str, Path]
+) -> None:
+    """Run the notebook's code cells in order in a fresh sandbox with `files` at their
+    sandbox paths: Python cells in its kernel, cell magics as their programs; each prints
+    what the notebook says it printed, and fails where it failed."""
+    fresh = await provider.create(SandboxSpec(session_key="rerun"))
+    try:
+        for path, local in files.items():
+            await fresh.upload(path, file_chunks(local))
+        for cell in (c for c in book.cells if c.cell_type == "code"):
+            source = text(cell)
+            language, body = "python", source
+            for magic, name in (("%%bash\n", "bash"), ("%%script node\n", "node")):
+                if source.startswith(magic):
+                    language, body = name, source.removeprefix(magic)
+            again = await fresh.run_code(language, body, 30)  # type: ignore[arg-type]
+            assert again.stdout.text == streams(cell), source
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            if errors:
+                assert again.status == "error"
+                assert f"{errors[0].ename}: {errors[0].evalue}" in again.stderr.text
+            else:
+                assert again.status == "ok", again.stderr.text
+    finally:
+        await fresh.destroy()
+
+
 async def test_the_notebook_reruns_cell_by_cell_and_prints_the_same_figures(
     provider: LocalProvider, population_slice: Path
 ) -> None:
     # The thread: each step run for real, its result formatted as the bot formats it.
-    original = await sandbox_with_slice(provider, "thread", population_slice)
+    original = await sandbox_with(provider, "thread", population_slice)
     tools, thread = toolbox(original), Thread()
     try:
         done = []
@@ -414,25 +444,7 @@ async def test_the_notebook_reruns_cell_by_cell_and_prints_the_same_figures(
     assert len(code_cells) == 1 + len(STEPS)
     assert "2020 " in streams(code_cells[2])  # the totals were printed, and kept
 
-    # The rerun: a fresh sandbox, the file where the notebook says, every cell in order.
-    fresh = await sandbox_with_slice(provider, "rerun", population_slice)
-    try:
-        for cell in code_cells:
-            source = text(cell)
-            language, body = "python", source
-            for magic, name in (("%%bash\n", "bash"), ("%%script node\n", "node")):
-                if source.startswith(magic):
-                    language, body = name, source.removeprefix(magic)
-            again = await fresh.run_code(language, body, 30)  # type: ignore[arg-type]
-            assert again.stdout.text == streams(cell), source
-            errors = [o for o in cell.outputs if o.output_type == "error"]
-            if errors:
-                assert again.status == "error"
-                assert f"{errors[0].ename}: {errors[0].evalue}" in again.stderr.text
-            else:
-                assert again.status == "ok", again.stderr.text
-    finally:
-        await fresh.destroy()
+    await rerun(book, provider, {UPLOAD: population_slice})
     printed = [streams(c) for c in code_cells]
     assert printed[1] == "30 rows\n" and printed[4].endswith("30\n")
 
@@ -498,3 +510,58 @@ def test_export_ipynb_of_an_unknown_thread_fails(
     assert main(["sessions", "export", "nope", "--ipynb"]) == 1
     assert "No session for 'nope'" in capsys.readouterr().err
     assert not list(stored.glob("*.ipynb"))
+
+
+# -- a thread the bot ran, exported and rerun --
+
+TERMINAL_UPLOAD = "/buddy/work/uploads/population_2000_2010_2020.csv"
+TOTAL_CODE = (
+    "import csv\n"
+    f"rows = list(csv.DictReader(open({TERMINAL_UPLOAD!r})))\n"
+    "print(sum(int(r['Value']) for r in rows if r['Year'] == '2020'))"
+)
+
+
+def analyst(req: Any) -> Reply:
+    """Totals 2020 with one Python step, then answers with the figure it printed."""
+    if results := req.tool_results():
+        total = re.findall(r"^\d+$", results[-1].text, re.MULTILINE)[-1]
+        return Reply([text_block(f"The 2020 total is {total}.")])
+    return Reply([tool_use("run_code", {"language": "python", "code": TOTAL_CODE})])
+
+
+def test_a_terminal_session_exports_a_notebook_that_reruns(
+    sandbox_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with model_in_thread(analyst) as fake:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("REDIS_URL", raising=False)
+        for name, value in {
+            "ANTHROPIC_API_KEY": "sk-ant-test-secret",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "SANDBOX_BACKEND": "local",
+            "SANDBOX_ROOT": str(sandbox_root),
+            "MODEL_RETRY_DELAY_S": "0.01",
+        }.items():
+            monkeypatch.setenv(name, value)
+        argv = ["ask", "--csv", str(POPULATION_CSV), "--session", "pop", "total for 2020"]
+        assert main(argv) == 0, capsys.readouterr()
+    assert main(["sessions", "export", "pop", "--ipynb"]) == 0
+    book = nbformat.read(tmp_path / "pop.ipynb", as_version=4)
+    nbformat.validate(book)
+    cells = book.cells
+    assert f"`{TERMINAL_UPLOAD}`" in text(cells[0])
+    assert text(cells[2]) == "## Question 1\n\n> total for 2020"
+    assert text(cells[3]) == TOTAL_CODE and cells[3].execution_count == 1
+    total = streams(cells[3]).strip()
+    assert total.isdigit() and text(cells[4]) == f"**Answer:**\n\nThe 2020 total is {total}."
+
+    async def again() -> None:
+        provider = LocalProvider(sandbox_root)
+        try:
+            await rerun(book, provider, {TERMINAL_UPLOAD: POPULATION_CSV})
+        finally:
+            await provider.close()
+
+    asyncio.run(again())

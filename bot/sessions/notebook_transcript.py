@@ -85,18 +85,18 @@ def _segments(messages: Sequence[Mapping[str, Any]], found: Transcript) -> list[
             asking = False
             if kind == "tool_result":
                 _keep_output(found, block)
-            elif kind == "tool_use" and segments:
-                segments[-1].call_ids.add(str(block.get("id", "")))
+            elif kind == "tool_use":
                 found.inputs[str(block.get("id", ""))] = dict(block.get("input") or {})
+                if segments:
+                    segments[-1].call_ids.add(str(block.get("id", "")))
     return segments
 
 
 def _answer(segment: Segment, message: Mapping[str, Any]) -> None:
-    """A reply's text is the answer so far, unless the reply goes on with a tool call (its
-    text introduces a step): the answer is the text of the question's last reply."""
+    """The answer is the text of the question's last reply that made no tool call (a reply
+    that makes one says what it does next)."""
     content = _blocks(message)
     if any(b.get("type") == "tool_use" for b in content):
-        segment.answer = ""
         return
     said = [b.get("text", "").strip() for b in content if b.get("type") == "text"]
     segment.answer = "\n\n".join(t for t in said if t) or segment.answer
