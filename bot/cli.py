@@ -137,6 +137,9 @@ async def list_or_export(args: argparse.Namespace) -> int:
             print(f"No session for {args.thread!r}; see `python -m bot sessions`.", file=sys.stderr)
             return 1
         key = matches[0].key
+        if args.out and not args.ipynb:
+            print("--out is for --ipynb; the JSONL goes to stdout.", file=sys.stderr)
+            return 2
         if args.ipynb:
             return await export_notebook(store, matches[0], args.out)
         for call in await store.tool_calls(key):

@@ -504,11 +504,13 @@ def test_export_ipynb_writes_the_threads_notebook(
     assert (stored / "books" / "thread.ipynb").read_text() == written.read_text()
 
 
-def test_export_ipynb_of_an_unknown_thread_fails(
+def test_export_refuses_an_unknown_thread_and_out_without_ipynb(
     stored: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["sessions", "export", "nope", "--ipynb"]) == 1
     assert "No session for 'nope'" in capsys.readouterr().err
+    assert main(["sessions", "export", KEY, "--out", "a.ipynb"]) == 2  # JSONL goes to stdout
+    assert "--out is for --ipynb" in capsys.readouterr().err
     assert not list(stored.glob("*.ipynb"))
 
 
