@@ -83,11 +83,10 @@ class Thread:
             said = {"type": "text", "text": f"Step {n} next."}
             self.history.append({"role": "assistant", "content": [said, use]})
             self.history.append({"role": "user", "content": [tool_result(call_id, out)]})
+            said_code = code if tool == "run_code" else f"{TOOL_ARGS[tool]}={code}"
             self.calls.append(ToolCallRecord(
-                run_id, call_id, tool, language if tool == "run_code" else None,
-                code if tool == "run_code" else f"{TOOL_ARGS[tool]}={code}", out.status,
-                out.exit_code,
-                out.duration_s, out.excerpt, 0.0,
+                run_id, call_id, tool, language if tool == "run_code" else None, said_code,
+                out.status, out.exit_code, out.duration_s, out.excerpt, 0.0,
             ))  # fmt: skip
         if answer is not None:
             reply = [{"type": "thinking", "thinking": "…", "signature": "s"}]
@@ -117,9 +116,7 @@ def text(cell: Any) -> str:
 
 
 def streams(cell: Any, name: str = "stdout") -> str:
-    return "".join(
-        "".join(o["text"]) for o in cell["outputs"] if o.get("name") == name
-    )  # fmt: skip
+    return "".join("".join(o["text"]) for o in cell["outputs"] if o.get("name") == name)
 
 
 # -- the notebook's shape --
