@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -17,8 +18,10 @@ from pathlib import Path
 from bot.compose import build_store
 from bot.errors import ConfigError
 from bot.logs import configure_logging
+from bot.sessions.notebook import notebook
 from bot.settings import load_settings
 from bot.slack.app import serve
+from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
 
 
@@ -29,6 +32,14 @@ def parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="list the stored sessions")
     sessions.add_argument("action", nargs="?", choices=["list", "export"], default="list")
     sessions.add_argument("thread", nargs="?", help="for export: the session key or thread ts")
+    sessions.add_argument(
+        "--ipynb", action="store_true", help="export: a Jupyter notebook that reruns the analysis"
+    )
+    sessions.add_argument(
+        "--out",
+        metavar="FILE",
+        help="with --ipynb: where to write it (default: <thread>.ipynb here; - for stdout)",
+    )
     asking = commands.add_parser("ask", help="analyse data from the terminal")
     asking.add_argument("question", help="what to find out")
     asking.add_argument(
@@ -105,7 +116,8 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
 
 async def list_or_export(args: argparse.Namespace) -> int:
     """`sessions`: one line per session, Slack threads and terminal sessions alike;
-    `sessions export THREAD`: its audit as JSONL (tool calls, feedback, the conversation)."""
+    `sessions export THREAD`: its audit as JSONL (tool calls, feedback, the conversation),
+    or with --ipynb as a notebook."""
     store = build_store(load_settings())
     await store.open()
     try:
@@ -125,6 +137,11 @@ async def list_or_export(args: argparse.Namespace) -> int:
             print(f"No session for {args.thread!r}; see `python -m bot sessions`.", file=sys.stderr)
             return 1
         key = matches[0].key
+        if args.out and not args.ipynb:
+            print("--out is for --ipynb; the JSONL goes to stdout.", file=sys.stderr)
+            return 2
+        if args.ipynb:
+            return await export_notebook(store, matches[0], args.out)
         for call in await store.tool_calls(key):
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
         for rating in await store.feedback(key):
@@ -136,3 +153,33 @@ async def list_or_export(args: argparse.Namespace) -> int:
         return 0
     finally:
         await store.close()
+
+
+async def export_notebook(store: Store, session: SessionRecord, out: str | None) -> int:
+    """Write the session's notebook to `out` (default `<thread>.ipynb` here; "-": stdout)."""
+    key = session.key
+    calls = await store.tool_calls(key)
+    # The runs that made steps; a question answered without any is found in the history.
+    run_ids = list(dict.fromkeys(c.run_id for c in calls))
+    runs = [run for run_id in run_ids if (run := await store.get_run(run_id))]
+    book = notebook(
+        runs,
+        calls,
+        await store.load_history(key),
+        await store.files(key),
+        archived=await store.archived_history(key),
+    )
+    text = await asyncio.to_thread(json.dumps, book, indent=1, ensure_ascii=False)
+    if out == "-":
+        print(text)
+        return 0
+    path = Path(out or notebook_name(session))
+    await asyncio.to_thread(path.write_text, text + "\n", encoding="utf-8")
+    print(f"Wrote {path}", file=sys.stderr)
+    return 0
+
+
+def notebook_name(session: SessionRecord) -> str:
+    """`<thread>.ipynb`: the thread ts, or a terminal session's name."""
+    thread = session.thread_ts or session.key.removeprefix(KEY_PREFIX)
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", thread) + ".ipynb"
