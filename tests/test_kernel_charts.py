@@ -270,6 +270,8 @@ async def test_a_chart_too_big_is_cut(sandbox: Sandbox) -> None:
     assert chart["note"] == "cut to 1000 of over 4000 categories"
     assert chart["categories"][:3] == ["0", "1", "2"]
     assert chart["series"][0]["values"][:3] == [999999, 999998, 999997]
+    chart = await chart_of(sandbox, "plt.pie([1] * 1200);\n", "figure-3")
+    assert (chart["note"], len(chart["segments"])) == ("cut to 1000 of 1200 segments", 1000)
 
 
 # -- pandas --

@@ -33,8 +33,8 @@ How a figure is read (one axes with data; several, e.g. subplots or twinx, are u
   short note; so is a figure whose reading raised (the note names the exception).
 A series is named by its label unless that starts with "_" (matplotlib's unnamed), else
 by the value axis' label when it is the only series, else "Series N". NaN and infinities
-are null. At most MAX_SERIES series and MAX_CATEGORIES categories are kept ("note" says
-so), and every string is cut to MAX_TEXT characters, so a hostile figure cannot write
+are null. At most MAX_SERIES series and MAX_CATEGORIES categories (or segments) are kept
+("note" says so), and every string is cut to MAX_TEXT characters, so a hostile figure cannot write
 megabytes.
 """
 
@@ -221,7 +221,12 @@ def _read_axes(ax, texts: dict) -> tuple[str, dict]:
     if bars:
         return _bar_chart(ax, bars, texts)
     if wedges:
-        return "pie", {"segments": _segments(wedges)}
+        note = (
+            f"cut to {MAX_CATEGORIES} of {len(wedges)} segments"
+            if len(wedges) > MAX_CATEGORIES
+            else ""
+        )
+        return "pie", {"segments": _segments(wedges[:MAX_CATEGORIES]), "note": note}
     if areas:
         return "area", _area_chart(ax, areas, lines, texts)
     if lines:
