@@ -133,8 +133,16 @@ async def test_horizontal_bars(sandbox: Sandbox) -> None:
 
 @needs_matplotlib
 async def test_a_histogram_is_bars_of_its_bins(sandbox: Sandbox) -> None:
-    chart = await chart_of(sandbox, "plt.hist([1, 2, 2, 3, 5], bins=[0, 2, 4, 6])\n")
-    assert data(chart) == ("bar", ["0–2", "2–4", "4–6"], [("Series 1", [1, 3, 1])])
+    code = (
+        "plt.hist([1, 2, 2, 3, 5], bins=[0, 2, 4, 6], label='size')\n"
+        "plt.figure()\nplt.bar(['a', 'b'], [1, 2], width=1)\n"  # touching, but named
+    )
+    await run(sandbox, code)
+    hist, named = [
+        json.loads(await read(sandbox, f"{OUT_DIR}/figure-{n}.chart.json")) for n in (1, 2)
+    ]
+    assert data(hist) == ("bar", ["0–2", "2–4", "4–6"], [("size", [1, 3, 1])])
+    assert data(named) == ("bar", ["a", "b"], [("Series 1", [1, 2])])
 
 
 # -- lines and areas --
@@ -262,6 +270,8 @@ async def test_a_chart_too_big_is_cut(sandbox: Sandbox) -> None:
     assert chart["note"] == "cut to 1000 of over 4000 categories"
     assert chart["categories"][:3] == ["0", "1", "2"]
     assert chart["series"][0]["values"][:3] == [999999, 999998, 999997]
+    chart = await chart_of(sandbox, "plt.pie([1] * 1200);\n", "figure-3")
+    assert (chart["note"], len(chart["segments"])) == ("cut to 1000 of 1200 segments", 1000)
 
 
 # -- pandas --

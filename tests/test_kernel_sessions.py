@@ -101,4 +101,5 @@ async def test_a_chart_from_plt_show_is_posted_to_the_thread(
         chart = next(u for u in h.slack.uploads.values() if u.filename == "figure-1.png")
         await h.wait_for_text(message["ts"], "figure saved to /buddy/work/out/figure-1.png")
     assert chart.content.startswith(b"\x89PNG") and chart.thread_ts == message["ts"]
-    assert chart.alt_txt == "Chart from the analysis: figure-1"  # shown inline, described
+    # shown inline, described by the chart the kernel recorded (a line of 0, 1, 4, 9 …)
+    assert chart.alt_txt == "Line chart. 0 1; 1 4; 2 9"

@@ -302,8 +302,10 @@ async def test_a_question_with_tools_is_answered_under_enforced_rate_tiers(
 
     starts = h.slack.calls_to("chat.startStream")
     assert starts[0].status == 429 and any(c.status == 200 for c in starts)
-    # paced: the injected 429 is the only one (unpaced, the tiers answer several)
-    assert [c.method for c in h.slack.rate_limited()] == ["chat.startStream"]
+    # paced: the injected 429, and at most one more when a busy machine bunches two calls
+    # on the wire (unpaced, the tiers answer several)
+    assert len(h.slack.rate_limited()) <= 2
+    assert {c.method for c in h.slack.rate_limited()} == {"chat.startStream"}
     answers = [[m for m in visible(h, t) if "The sum is 6." in m["text"]] for t in threads]
     assert all(len(a) == 1 for a in answers)
     assert all("context_actions" in str(visible(h, t)[-1]["blocks"]) for t in threads)

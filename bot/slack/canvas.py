@@ -53,6 +53,9 @@ class ReportCanvases:
         except SlackError as exc:
             self._refused(ref, exc)
             return None
+        except Exception as exc:  # a network failure, say: the report goes as a file
+            log.warning("could not put thread %s's report in a canvas: %r", ref.key, exc)
+            return None
         if saved != {"id": canvas_id, "sha": digest}:
             await self._save(ref.key, {"id": canvas_id, "sha": digest})
         return canvas_id

@@ -11,16 +11,18 @@ The file (version 1):
    "segments": [{"label": STR, "value": NUMBER}], "note": STR}
 
 How a figure is read (one axes with data; several, e.g. subplots or twinx, are unknown):
-- bar/barh: one series per BarContainer; categories are the text tick labels at the bars
-  (string x, pandas), else the bar positions; grouped bars (several containers side by
-  side) share categories by order; stacked bars (a non-zero bottom) are unknown. Bars that
-  touch each other are a histogram: categories are the bins ("0–10"). Error bars drawn
-  with the bars are left out.
+- bar/barh: one series per BarContainer; categories are the string categories or the
+  text tick labels at the bars (pandas, set_xticks with labels), else the bar positions;
+  grouped bars (several containers side by side) share categories by order; stacked bars
+  (a non-zero bottom) are unknown. Bars that touch each other on a numeric axis are a
+  histogram: categories are the bins ("0–10"). Error bars drawn with bars are left out.
 - line: one series per Line2D; categories are the union of the x values, ascending (dates
-  as ISO dates, "2020-01-31", with the time only when it is not midnight); a series has
-  null where it has no point. Lines not drawn in data coordinates (axhline, axvline,
-  axline) are reference lines and left out whatever their label; lines of markers only
-  are a scatter (unknown); vertical segments (boxplot whiskers) are unknown.
+  as ISO dates, "2020-01-31", with the time only when it is not midnight; pandas periods
+  as pandas writes them, "2020-01"; text tick labels when there is one at every point,
+  as pandas sets for a text index); a series has null where it has no point. Lines not
+  drawn in data coordinates (axhline, axvline, axline) are reference lines and left out
+  whatever their label; lines of markers only are a scatter (unknown); vertical segments
+  (boxplot whiskers) are unknown.
 - area: fill_between, stackplot, pandas .plot.area(): each polygon's own values, its top
   minus its bottom (a stacked layer's bottom is the layer below); a band between two
   curves that is not a stack is unknown. Lines tracing an area's top are its outline.
@@ -31,8 +33,8 @@ How a figure is read (one axes with data; several, e.g. subplots or twinx, are u
   short note; so is a figure whose reading raised (the note names the exception).
 A series is named by its label unless that starts with "_" (matplotlib's unnamed), else
 by the value axis' label when it is the only series, else "Series N". NaN and infinities
-are null. At most MAX_SERIES series and MAX_CATEGORIES categories are kept ("note" says
-so), and every string is cut to MAX_TEXT characters, so a hostile figure cannot write
+are null. At most MAX_SERIES series and MAX_CATEGORIES categories (or segments) are kept
+("note" says so), and every string is cut to MAX_TEXT characters, so a hostile figure cannot write
 megabytes.
 """
 
@@ -51,6 +53,8 @@ VERSION = 1
 MAX_SERIES = 50
 MAX_CATEGORIES = 1000
 MAX_TEXT = 300
+# Formatters whose labels are text, not the positions' numbers (set_xticklabels, pandas)
+_TEXT_FORMATTERS = ("FixedFormatter", "FuncFormatter", "StrCategoryFormatter")
 MAX_POINTS = 4 * MAX_CATEGORIES  # read of one line (a hostile one may have millions)
 SUFFIX = ".chart.json"
 _OPEN_FLAGS = (
@@ -205,11 +209,11 @@ def _read_axes(ax, texts: dict) -> tuple[str, dict]:
     lines = [line for line in ax.lines if id(line) not in owned and _in_data_coords(ax, line)]
     wedges = [p for p in patches if type(p).__name__ == "Wedge"]
     if len(wedges) < len(patches):
-        other = next(p for p in patches if p not in wedges)
+        other = next(p for p in patches if type(p).__name__ != "Wedge")
         raise Unknown(f"{type(other).__name__} shapes")
     areas = [c for c in collections if type(c).__name__ == "PolyCollection"]
     if len(areas) < len(collections):
-        other = next(c for c in collections if c not in areas)
+        other = next(c for c in collections if type(c).__name__ != "PolyCollection")
         raise Unknown(_collection_note(other))
     present = [name for name, items in (("bars", bars), ("pie", wedges), ("areas", areas)) if items]
     if len(present) > 1 or (present and present != ["areas"] and lines):
@@ -217,7 +221,12 @@ def _read_axes(ax, texts: dict) -> tuple[str, dict]:
     if bars:
         return _bar_chart(ax, bars, texts)
     if wedges:
-        return "pie", {"segments": _segments(wedges)}
+        note = (
+            f"cut to {MAX_CATEGORIES} of {len(wedges)} segments"
+            if len(wedges) > MAX_CATEGORIES
+            else ""
+        )
+        return "pie", {"segments": _segments(wedges[:MAX_CATEGORIES]), "note": note}
     if areas:
         return "area", _area_chart(ax, areas, lines, texts)
     if lines:
@@ -289,13 +298,13 @@ def _bar_chart(ax, containers: list, texts: dict) -> tuple[str, dict]:
             bars.append((float(start), float(size), value))
         groups.append(sorted(bars, key=lambda bar: bar[0] + bar[1] / 2))
     label = _labeller(axis, ax)
-    if len(groups) == 1 and _touching(groups[0]):
-        categories = [f"{_number(s)}–{_number(s + w)}" for s, w, _ in groups[0]]
+    if len(groups) == 1 and _touching(groups[0]) and not _named_positions(axis):
+        categories = [f"{_number(s, 6)}–{_number(s + w, 6)}" for s, w, _ in groups[0]]
         values = [[v for _, _, v in groups[0]]]
     else:
         categories, values = _align_bars(groups, label)
     value_label = texts["x_label" if horizontal else "y_label"]
-    names = _names([c.get_label() for c in containers], value_label)
+    names = _names([_bar_label(c) for c in containers], value_label)
     return ("barh" if horizontal else "bar"), _lines_body(categories, names, values)
 
 
@@ -304,6 +313,22 @@ def _horizontal(container) -> bool:
     if orientation is not None:
         return orientation == "horizontal"
     return False
+
+
+def _bar_label(container) -> str:
+    """The container's label; hist() puts its labels on each dataset's first bar."""
+    label = str(container.get_label())
+    first = container.patches[0].get_label() if container.patches else ""
+    if label.startswith("_") and first and not str(first).startswith("_"):
+        return str(first)
+    return label
+
+
+def _named_positions(axis) -> bool:
+    """Whether the axis names its positions (string categories, set tick labels)."""
+    if getattr(getattr(axis, "units", None), "_mapping", None):
+        return True
+    return type(axis.get_major_formatter()).__name__ in _TEXT_FORMATTERS
 
 
 def _touching(bars: list) -> bool:
@@ -545,7 +570,7 @@ def _object_text(value) -> str:
 def _text_ticks(axis) -> dict:
     """Tick labels that are text (set_xticklabels, pandas), by integral position."""
     formatter = axis.get_major_formatter()
-    if type(formatter).__name__ not in ("FixedFormatter", "FuncFormatter", "StrCategoryFormatter"):
+    if type(formatter).__name__ not in _TEXT_FORMATTERS:
         return {}
     locs = [float(v) for v in axis.get_major_locator()()][:MAX_POINTS]
     try:
@@ -605,11 +630,11 @@ def _json_number(value):
     return number
 
 
-def _number(value: float) -> str:
-    """Compact: 2000, not 2000.0; 0.1, not 0.1000000000000000055."""
+def _number(value: float, digits: int = 10) -> str:
+    """Compact: 2000, not 2000.0; 0.3, not 0.30000000000000004."""
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
-    return format(value, ".10g")
+    return format(value, f".{digits}g")
 
 
 def _text(value) -> str:
