@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.agent.checking import sources
 from bot.agent.events import RunFinished, TextEmitted
+from bot.agent.loop import LAST_TURN_NOTE, OWN_NOTES, TRUNCATED_CALL_NOTE
 from bot.trace import Source, summary, trace
 from tests.fakes.anthropic import Reply, text
 from tests.support import Recorder
@@ -182,6 +183,21 @@ def test_earlier_questions_steps_are_numbered_in_their_own_run() -> None:
     found = [(s.step, s.earlier, s.call_id, s.output) for s in sources(history, ["c1"])]
     assert found == [(1, 0, "c1", "31"), (1, 1, "b1", "21"), (1, 2, "a1", "11"),
                      (2, 2, "a2", "12")]  # fmt: skip
+    # The bot's own notes start no question, and a call that never ran is no step.
+    second = [
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+        {"role": "assistant", "content": [call("b0"), call("b1")]},
+        {"role": "user", "content": [result("b0", TRUNCATED_CALL_NOTE),
+                                     result("b1", "21"), {"type": "text", "text": LAST_TURN_NOTE}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "4,242"}]},
+        {"role": "user", "content": [{"type": "text", "text": CORRECTION}]},
+        {"role": "assistant", "content": [call("b2")]},
+        {"role": "user", "content": [result("b2", "22")]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]  # fmt: skip
+    history = history[:4] + second + history[8:]
+    found = [(s.step, s.earlier, s.call_id) for s in sources(history, ["c1"], OWN_NOTES)]
+    assert found[1:3] == [(1, 1, "b1"), (2, 1, "b2")]
 
 
 def test_the_note_names_each_questions_steps() -> None:
