@@ -103,7 +103,8 @@ class RunRecord:
     user: str = ""  # who asked
     stopped_by: str | None = None  # who pressed Stop, once someone has
     # What the answer said of its figures: each {"text", "step" (None: in no output),
-    # "line", "call_id"}; set by record_figures.
+    # "line", "call_id", "earlier" (questions back of the step's run; 0: this run)}; set by
+    # record_figures.
     figures: tuple[dict[str, Any], ...] = ()
 
 
