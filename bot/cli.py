@@ -21,7 +21,7 @@ from bot.logs import configure_logging
 from bot.sessions.notebook import notebook
 from bot.settings import load_settings
 from bot.slack.app import serve
-from bot.store.base import RunRecord, SessionRecord, Store
+from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
 
 
@@ -114,13 +114,6 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
     return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
 
 
-async def runs_of(store: Store, run_ids: list[str]) -> list[RunRecord]:
-    """The runs named, each once, in the order first named (the store lists no runs by
-    session: these are the runs that called a tool or were rated), with their figures."""
-    found = [await store.get_run(run_id) for run_id in dict.fromkeys(run_ids)]
-    return [run for run in found if run is not None]
-
-
 async def list_or_export(args: argparse.Namespace) -> int:
     """`sessions`: one line per session, Slack threads and terminal sessions alike;
     `sessions export THREAD`: its audit as JSONL (tool calls, feedback, runs with what
@@ -150,12 +143,11 @@ async def list_or_export(args: argparse.Namespace) -> int:
             return 2
         if args.ipynb:
             return await export_notebook(store, matches[0], args.out)
-        calls, ratings = await store.tool_calls(key), await store.feedback(key)
-        for call in calls:
+        for call in await store.tool_calls(key):
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
-        for rating in ratings:
+        for rating in await store.feedback(key):
             print(json.dumps({"feedback": dataclasses.asdict(rating)}, ensure_ascii=False))
-        for run in await runs_of(store, [c.run_id for c in calls] + [r.run_id for r in ratings]):
+        for run in await store.runs(key):  # with what their answers' figures came from
             print(json.dumps({"run": dataclasses.asdict(run)}, ensure_ascii=False))
         # The conversation: what clearing and compaction replaced, then what the model is sent.
         for archived in await store.archived_history(key):

@@ -93,9 +93,10 @@ def test_a_named_session_continues_with_its_history_file_and_sandbox(
     *records, conversation = [json.loads(ln) for ln in out.splitlines()]
     calls = [r for r in records if "tool" in r]
     assert code == 0 and [c["code"] for c in calls] == [f"wc -l < {UPLOAD}"]
-    [ran] = [r["run"] for r in records if "run" in r]  # the one that ran the call
-    assert ran["question"] == "count the rows"
-    assert [(f["step"], f["call_id"]) for f in ran["figures"]] == [(1, calls[0]["call_id"])]
+    first, second = [r["run"] for r in records if "run" in r]
+    assert (first["question"], second["question"]) == ("count the rows", "what did I ask before?")
+    assert [(f["step"], f["call_id"]) for f in first["figures"]] == [(1, calls[0]["call_id"])]
+    assert second["figures"] == []  # its answer has no figures
     assert [m["role"] for m in conversation["history"]][:2] == ["user", "assistant"]
 
 

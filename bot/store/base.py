@@ -231,6 +231,10 @@ class Store(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
+    async def runs(self, key: str) -> list[RunRecord]:
+        """The session's runs that reached the model (a turn recorded), oldest first."""
+        ...
+
     async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
         """Keep with the run what its answer's figures were traced to (JSON objects);
         NotFound if there is no such run."""
