@@ -116,7 +116,8 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
 
 async def list_or_export(args: argparse.Namespace) -> int:
     """`sessions`: one line per session, Slack threads and terminal sessions alike;
-    `sessions export THREAD`: its audit as JSONL (tool calls, feedback, the conversation),
+    `sessions export THREAD`: its audit as JSONL (tool calls, feedback, runs with what
+    their answers' figures were traced to, the conversation),
     or with --ipynb as a notebook."""
     store = build_store(load_settings())
     await store.open()
@@ -146,6 +147,8 @@ async def list_or_export(args: argparse.Namespace) -> int:
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
         for rating in await store.feedback(key):
             print(json.dumps({"feedback": dataclasses.asdict(rating)}, ensure_ascii=False))
+        for run in await store.runs(key):  # with what their answers' figures came from
+            print(json.dumps({"run": dataclasses.asdict(run)}, ensure_ascii=False))
         # The conversation: what clearing and compaction replaced, then what the model is sent.
         for archived in await store.archived_history(key):
             print(json.dumps({"archived": archived}, ensure_ascii=False))

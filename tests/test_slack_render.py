@@ -4,6 +4,7 @@ checks (what Slack refuses, it refuses)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
@@ -133,3 +134,17 @@ def test_the_notes_say_how_long_a_stopped_sandbox_keeps_its_files() -> None:
     assert "kept for 3 hours" in notes.suspended(3 * 3600)
     assert notes.suspended(0) == notes.IDLE
     assert notes.failed("boom") == ":warning: boom"
+
+
+def test_the_footer_says_what_holds_of_the_figures_in_both_styles() -> None:
+    note = "12 figures, all traced to steps 2–4"
+    traced = dataclasses.replace(DONE, figures_note=note)
+    line = "2 turns · $0.0100 · 14s · 12 figures, all traced to steps 2–4"
+    assert render.footer(traced, 14.0) == line
+    assert render.footer(DONE, 14.0) == "2 turns · $0.0100 · 14s"  # no figures: nothing added
+    classic = render.answer_messages(traced, 14.0)[-1][1][-1]
+    agent, _ = render.answer_end(traced, 14.0, "run-1")
+    assert classic == agent == {"type": "context", "elements": [{"type": "mrkdwn", "text": line}]}
+    long = dataclasses.replace(DONE, figures_note="not found: " + "<1> " * 1000)
+    [block] = render.answer_end(long, 14.0, "run-1")[:1]
+    assert block_problems([block]) == [] and "&lt;1&gt;" in str(block)

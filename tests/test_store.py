@@ -142,6 +142,22 @@ async def test_a_runs_figures_are_kept_with_it(store: Store) -> None:
         await store.record_figures("nope", figures)
 
 
+async def test_a_sessions_runs_that_reached_the_model_are_listed_oldest_first(
+    store: Store,
+) -> None:
+    await store.save_session(session())
+    key = session().key
+    for run_id, at in (("r2", 20.0), ("r1", 10.0), ("r0", 5.0)):
+        await store.start_run(key, run_id, f"q {run_id}", at, "U1")
+    for run_id in ("r2", "r1", "r2"):
+        await store.add_turn(key, run_id, {"input_tokens": 1}, 0.01, 30.0)
+    await store.record_figures("r1", [{"text": "12", "step": 1, "line": "12", "call_id": "t"}])
+    runs = await store.runs(key)
+    assert [r.run_id for r in runs] == ["r1", "r2"]  # r0 never reached the model
+    assert runs[0].figures == ({"text": "12", "step": 1, "line": "12", "call_id": "t"},)
+    assert await store.runs("T9:C9:1.0") == []
+
+
 async def test_save_session_again_replaces_fields_and_keeps_the_rest(store: Store) -> None:
     await store.save_session(session())
     await store.save_history(session().key, [{"role": "user", "content": "hi"}])

@@ -71,6 +71,18 @@ async def test_an_answer_without_tables_is_printed_as_it_was() -> None:
     assert out.getvalue().startswith("\nplain | text\n")
 
 
+async def test_the_figures_note_follows_the_cost_line() -> None:
+    out = io.StringIO()
+    note = "11 of 12 figures traced; not found: 3.2 million"
+    await TerminalView(out, color=False)(RunFinished("Done.", 2, Usage(), 0.01, "end_turn",
+                                                     figures_note=note))  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert lines[-2].startswith("2 turns · ") and lines[-1] == note
+    out = io.StringIO()
+    await TerminalView(out, color=False)(RunFinished("Done.", 2, Usage(), 0.01, "end_turn"))
+    assert out.getvalue().splitlines()[-1].startswith("2 turns · ")  # no figures: no line
+
+
 async def test_saved_charts_say_where_their_data_is_and_whether_slack_can_draw_them(
     tmp_path: Path,
 ) -> None:

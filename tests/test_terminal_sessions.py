@@ -71,6 +71,7 @@ def test_a_named_session_continues_with_its_history_file_and_sandbox(
                     "count the rows")  # fmt: skip
     assert code == 0, out
     assert "New session pop" in out and LINES in out
+    assert "\n1 figure, traced to step 1\n" in out  # the line count, printed by the step
     assert "Kept sandbox" in out
     kept = sandboxes(sandbox_root)
     assert len(kept) == 1
@@ -89,8 +90,13 @@ def test_a_named_session_continues_with_its_history_file_and_sandbox(
     assert line.startswith("terminal") and " idle " in line
 
     code, out = run(capsys, "sessions", "export", "pop")
-    *calls, conversation = [json.loads(ln) for ln in out.splitlines()]
+    *records, conversation = [json.loads(ln) for ln in out.splitlines()]
+    calls = [r for r in records if "tool" in r]
     assert code == 0 and [c["code"] for c in calls] == [f"wc -l < {UPLOAD}"]
+    first, second = [r["run"] for r in records if "run" in r]
+    assert (first["question"], second["question"]) == ("count the rows", "what did I ask before?")
+    assert [(f["step"], f["call_id"]) for f in first["figures"]] == [(1, calls[0]["call_id"])]
+    assert second["figures"] == []  # its answer has no figures
     assert [m["role"] for m in conversation["history"]][:2] == ["user", "assistant"]
 
 

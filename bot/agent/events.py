@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from bot.agent.usage import Usage
+from bot.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,17 @@ class ContextTrimmed:
 
 @dataclass(frozen=True)
 class RunFinished:
+    """The answer, what it cost, and where its figures came from: each figure's step (None:
+    printed by no step) and a note saying what holds ("" when it has no figures)."""
+
     answer: str
     turns: int
     usage: Usage
     cost_usd: float | None  # None: the model is not in the price table
     stop: str  # end_turn | max_turns | max_tokens | budget | ...
     budget_usd: float | None = None
+    figures: tuple[Trace, ...] = ()
+    figures_note: str = ""  # "12 figures, all traced to steps 2–4"
 
 
 @dataclass(frozen=True)

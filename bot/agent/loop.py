@@ -20,6 +20,7 @@ from bot.agent.blocks import (
     texts,
     tool_result,
 )
+from bot.agent.checking import Checked, check, correction
 from bot.agent.context import ContextEditing
 from bot.agent.events import (
     RunFailed,
@@ -58,6 +59,18 @@ GO_ON_NOTE = (
     "question; the steps you already took for it are in the summary."
 )
 FULL_STOPS = {"model_context_window_exceeded"}
+ENDED_UNRUN = "The turn ended before this call ran."
+LIMIT_UNRUN = "The turn limit was reached before this call ran."
+BUDGET_UNRUN = "The run's budget was spent before this call ran."
+# Texts the loop writes itself: no step's output, and no question.
+OWN_NOTES = (
+    LAST_TURN_NOTE,
+    GO_ON_NOTE,
+    TRUNCATED_CALL_NOTE,
+    ENDED_UNRUN,
+    LIMIT_UNRUN,
+    BUDGET_UNRUN,
+)
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,8 @@ class Agent:
         self._toolbox = toolbox
         self._tools = tool_definitions()
         self._checkpoint = checkpoint
+        self._question = ""
+        self._run_calls: list[str] = []  # this run's steps, in order: what the thread numbers
         self.history: list[dict[str, Any]] = []
         self._repair(history or [])
         self._unbind_thinking()
@@ -140,6 +155,7 @@ class Agent:
         `notes` tell of what happened since the last question; they go before it, in the
         conversation, since the history is resent as is and stays in the prompt cache."""
         run = RunTotals(budget_usd=budget_usd)
+        self._question, self._run_calls = question, []
         await self._between_questions(run, view)
         self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
@@ -154,6 +170,7 @@ class Agent:
         system = system_blocks(context, cache=self._config.prompt_caching)
         max_tokens, window = await self._limit_values()
         compacted = False  # a prompt too long is compacted once, then the run ends
+        corrected = False  # untraced figures go back to the model once
         while True:
             params = await self._params(system, max_tokens)
             try:
@@ -190,21 +207,43 @@ class Agent:
                 continue
             # A turn cut short (a full context window, say) may still hold calls: they are
             # answered unrun, or the history is refused at the next question.
-            self._answer_unrun(calls, "The turn ended before this call ran.")
+            self._answer_unrun(calls, ENDED_UNRUN)
             await self._save()
-            return await self._finish(run, message, view, stop)
+            checked = await self._check(message)
+            if stop in TERMINAL_STOPS and checked.missing and not corrected and self._room(run):
+                corrected = True
+                await self._correct(checked, run)
+                continue
+            return await self._finish(run, message, view, stop, checked)
 
     async def _limit_reached(
         self, run: RunTotals, message: Message, view: RunView, calls: list[Any]
     ) -> RunFinished | None:
         """The run's end if its turn limit or budget is reached; unrun calls are answered."""
         if run.turns >= self._config.max_turns:
-            self._answer_unrun(calls, "The turn limit was reached before this call ran.")
+            self._answer_unrun(calls, LIMIT_UNRUN)
             return await self._finish(run, message, view, "max_turns")
         if run.over_budget:
-            self._answer_unrun(calls, "The run's budget was spent before this call ran.")
+            self._answer_unrun(calls, BUDGET_UNRUN)
             return await self._finish(run, message, view, "budget")
         return None
+
+    async def _check(self, message: Message) -> Checked:
+        """The answer's figures traced to the steps' outputs (the limits' notes left out)."""
+        answer = "\n\n".join(texts(message)).strip()
+        return await check(answer, self._question, self.history, self._run_calls, OWN_NOTES)
+
+    def _room(self, run: RunTotals) -> bool:
+        """Whether one more turn fits the run's turn limit and budget."""
+        return run.turns < self._config.max_turns and not run.over_budget
+
+    async def _correct(self, checked: Checked, run: RunTotals) -> None:
+        """The untraced figures back to the model, before any answer is shown."""
+        blocks = [{"type": "text", "text": correction(checked)}]
+        if run.turns >= self._config.max_turns - 1:
+            blocks.append({"type": "text", "text": LAST_TURN_NOTE})
+        self._add_user(blocks)
+        await self._save()
 
     async def _limit_values(self) -> tuple[int, int | None]:
         """The `max_tokens` to send and the context window (None when not known)."""
@@ -309,6 +348,7 @@ class Agent:
         args = call.input if isinstance(call.input, dict) else {}
         start = started(call.id, call.name, args)
         await view(start)
+        self._run_calls.append(call.id)
         outcome = await self._toolbox.call(call.name, call.input)
         await view(
             ToolCallFinished(
@@ -338,8 +378,14 @@ class Agent:
         return failed
 
     async def _finish(
-        self, run: RunTotals, message: Message, view: RunView, stop: str
+        self,
+        run: RunTotals,
+        message: Message,
+        view: RunView,
+        stop: str,
+        checked: Checked | None = None,
     ) -> RunFinished:
+        checked = checked or await self._check(message)  # before the notes below, own figures
         answer = "\n\n".join(texts(message)).strip()
         if stop == "max_tokens":
             answer += "\n\n_(The answer was cut at the output token limit.)_"
@@ -355,8 +401,9 @@ class Agent:
                 "Ask a follow-up to continue.)_"
             )
         finished = RunFinished(
-            answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd
-        )
+            answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd,
+            checked.traces, checked.note,
+        )  # fmt: skip
         await view(finished)
         return finished
 

@@ -116,11 +116,13 @@ def stop_button(run_id: str) -> dict[str, Any]:
 
 
 def footer(result: RunFinished, duration_s: float) -> str:
+    """`5 turns · $0.0123 · 14s`, then what holds of the answer's figures, if it has any."""
     cost = f"${result.cost_usd:.4f}" if result.cost_usd is not None else "cost unknown"
     if result.budget_usd is not None:
         cost += f" of ${result.budget_usd:.2f}"
     turns = f"{result.turns} turn{'s' if result.turns != 1 else ''}"
-    return f"{turns} · {cost} · {duration_s:.0f}s"
+    line = f"{turns} · {cost} · {duration_s:.0f}s"
+    return f"{line} · {escape(result.figures_note)}" if result.figures_note else line
 
 
 def continue_button(

@@ -103,7 +103,8 @@ class RunRecord:
     user: str = ""  # who asked
     stopped_by: str | None = None  # who pressed Stop, once someone has
     # What the answer said of its figures: each {"text", "step" (None: in no output),
-    # "line", "call_id"}; set by record_figures.
+    # "line", "call_id", "earlier" (questions back of the step's run; 0: this run)}; set by
+    # record_figures.
     figures: tuple[dict[str, Any], ...] = ()
 
 
@@ -229,6 +230,10 @@ class Store(Protocol):
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def runs(self, key: str) -> list[RunRecord]:
+        """The session's runs that reached the model (a turn recorded), oldest first."""
+        ...
 
     async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
         """Keep with the run what its answer's figures were traced to (JSON objects);

@@ -153,6 +153,15 @@ class RedisStore:
         with self._errors():
             return codec.run_from(await self._db.hgetall(self.keys.run(run_id)))
 
+    async def runs(self, key: str) -> list[RunRecord]:
+        # The session's turns name its runs (each entry is [id, run_id, ...]).
+        turns = await self._list(self.keys.turns(key))
+        run_ids = list(dict.fromkeys(json.loads(entry)[1] for entry in turns))
+        with self._errors():
+            found = await self._hashes([self.keys.run(run_id) for run_id in run_ids])
+        records = [r for fields in found if (r := codec.run_from(fields))]
+        return sorted(records, key=lambda r: (r.started_at, r.run_id))
+
     async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
         await self._script("RECORD_FIGURES", [self.keys.run(run_id)], [codec.dumps(figures)])
 

@@ -132,6 +132,9 @@ class SqliteStore:
     async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
         return await self._write(rows.request_stop, run_id, by)
 
+    async def runs(self, key: str) -> list[RunRecord]:
+        return await self._read(rows.runs, key)
+
     async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
         await self._write(rows.record_figures, run_id, figures)
 

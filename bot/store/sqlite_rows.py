@@ -184,6 +184,15 @@ def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
     return _run(row) if row else None
 
 
+def runs(conn: sqlite3.Connection, key: str) -> list[RunRecord]:
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS} FROM runs WHERE key = ? AND run_id IN"
+        " (SELECT run_id FROM turns WHERE key = ?) ORDER BY started_at, run_id",
+        (key, key),
+    )
+    return [_run(row) for row in rows]
+
+
 def record_figures(conn: sqlite3.Connection, run_id: str, figures: list[dict[str, Any]]) -> None:
     data = json.dumps(figures, ensure_ascii=True)
     cursor = conn.execute("UPDATE runs SET figures = ? WHERE run_id = ?", (data, run_id))

@@ -78,6 +78,8 @@ class TerminalView:
             case RunFinished():
                 self._write("\n" + aligned_tables(event.answer).strip() + "\n")
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
+                if event.figures_note:
+                    self._write(self._dim(event.figures_note))
             case RunFailed():
                 self._write(self._red(f"\nFailed: {event.reason}"))
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))

@@ -51,20 +51,26 @@ class Figure:
 
 @dataclass(frozen=True)
 class Source:
-    """One step of the run: its number (1-based, in run or thread order) and output."""
+    """One step: its number (1-based, in its run's call order) and output. `earlier` says
+    how many questions back its run was (0: this run's own step); `call_id` names the call."""
 
     step: int
     output: str
     code: str = ""
+    earlier: int = 0
+    call_id: str = ""
 
 
 @dataclass(frozen=True)
 class Trace:
-    """Where a figure came from: the step and output line, or step None when none."""
+    """Where a figure came from: the step and output line, or step None when none; the
+    step's `earlier` and `call_id` as its source gave them."""
 
     figure: Figure
     step: int | None
     line: str
+    earlier: int = 0
+    call_id: str = ""
 
 
 def figures(answer: str, question: str = "") -> list[Figure]:
@@ -73,7 +79,8 @@ def figures(answer: str, question: str = "") -> list[Figure]:
 
 
 def trace(answer: str, sources: Sequence[Source], question: str = "") -> list[Trace]:
-    """Each figure of `answer` with the earliest step whose output printed it."""
+    """Each figure of `answer` with the earliest step whose output printed it: this run's
+    steps first, then those of the questions before, the latest first."""
     read = _read(answer, question)
     if not read:
         return []
@@ -83,7 +90,8 @@ def trace(answer: str, sources: Sequence[Source], question: str = "") -> list[Tr
 
 def summary(traces: Sequence[Trace]) -> str:
     """ "12 figures, all traced to steps 2–4", "11 of 12 figures traced; not found: 3.2
-    million", or "" when there are no figures."""
+    million", or "" when there are no figures. Steps of earlier questions are said to be
+    theirs: "3 figures, all traced to step 2 and to step 1 of the previous question"."""
     if not traces:
         return ""
     total = len(traces)
@@ -91,7 +99,7 @@ def summary(traces: Sequence[Trace]) -> str:
     steps = [item.step for item in traces if item.step is not None]
     if len(steps) == total:
         traced = "traced" if total == 1 else "all traced"
-        return f"{total} {noun}, {traced} to {steps_text(steps)}"
+        return f"{total} {noun}, {traced} to {_where(traces)}"
     missing = list(dict.fromkeys(item.figure.text for item in traces if item.step is None))
     return (
         f"{len(steps)} of {total} {noun} traced; "
@@ -99,27 +107,46 @@ def summary(traces: Sequence[Trace]) -> str:
     )
 
 
+def _where(traces: Sequence[Trace]) -> str:
+    """The steps the traces name, this run's first, then each earlier question's."""
+    by_question: dict[int, list[int]] = {}
+    for item in traces:
+        if item.step is not None:
+            by_question.setdefault(item.earlier, []).append(item.step)
+    parts = []
+    for earlier in sorted(by_question):
+        steps = steps_text(by_question[earlier])
+        if earlier == 0:
+            parts.append(steps)
+        elif earlier == 1:
+            parts.append(f"{steps} of the previous question")
+        else:
+            parts.append(f"{steps} of the question {earlier} before this one")
+    return " and to ".join(parts)
+
+
 class _Indexes:
     """The outputs' indexes in step order, each built the first time a figure needs it (an
     answer whose figures all come from the first steps leaves the later outputs unread)."""
 
     def __init__(self, sources: Sequence[Source]) -> None:
-        self._sources = sorted(sources, key=lambda source: source.step)
+        self._sources = sorted(sources, key=lambda source: (source.earlier, source.step))
         self._built: list[OutputIndex] = []
 
-    def __iter__(self) -> Iterator[tuple[int, OutputIndex]]:
+    def __iter__(self) -> Iterator[tuple[Source, OutputIndex]]:
         for i, source in enumerate(self._sources):
             if i == len(self._built):
                 self._built.append(OutputIndex(source.output))
-            yield source.step, self._built[i]
+            yield source, self._built[i]
 
 
 def _trace_one(figure: Figure, token: Token, indexes: _Indexes) -> Trace:
     ranges = _ranges(token, figure.decimals)
-    for step, index in indexes:
+    for source, index in indexes:
         position = index.first(ranges)
         if position is not None:
-            return Trace(figure, step, index.line(position))
+            line = index.line(position)
+            return Trace(figure, source.step, line, source.earlier, source.call_id)
     return Trace(figure, None, "")
 
 
