@@ -13,9 +13,13 @@ from typing import Any
 
 import nbformat
 import pytest
+from slack_sdk.models.views import View
 
+from bot.slack import notes, show_work
+from bot.store.base import RunRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
+from tests.fakes.slack.views import modal_problems
 from tests.scripts import population_analyst
 from tests.slack_harness import CHANNEL, Harness, all_text, bot_process, fake_world, running_bot
 from tests.test_guard_rails import echo
@@ -189,3 +193,53 @@ async def test_a_run_that_only_answered_has_no_buttons(sandbox_root: Path, monke
 
         assert "feedback" in blocks or style
         assert "show_work" not in blocks and '"notebook"' not in blocks
+
+
+# -- the modal itself, at its largest (pure)
+
+
+def call(n: int, code: str) -> ToolCallRecord:
+    return ToolCallRecord("run-1", f"toolu_{n}", "run_code", "python", code, "ok", 0, 1.0, "", 0.0)
+
+
+def run_with(figures: list[dict[str, Any]]) -> RunRecord:
+    return RunRecord("T:C:1.2", "run-1", "q", 0.0, 1.0, "finished", figures=tuple(figures))
+
+
+@pytest.mark.parametrize("n", [1, 24, 25, 300])
+def test_the_modal_keeps_slacks_limits_however_many_and_long_the_figures(n: int) -> None:
+    calls = [call(1, "x = '<&>'\n" * 5000), call(2, "print(x)")]
+    figures = [
+        {"text": f"{i:,} <&> " * 50, "step": 1 + i % 2, "line": "y" * 10_000, "call_id": None}
+        for i in range(n)
+    ]
+    view = show_work.modal(run_with(figures), calls)
+
+    assert modal_problems(view) == [] and View(**view).validate_json() is None
+    blocks = view["blocks"]
+    assert len(blocks) <= 100
+    shown = sum(b["type"] == "divider" for b in blocks)
+    if shown < n:
+        assert (
+            blocks[-1]["text"]["text"] == f"_… and {n - shown} more figure{'s' * (n - shown > 1)}_"
+        )
+    else:
+        assert "more figure" not in modal_text(view)
+    assert shown == min(n, 24)  # 4 blocks each, in the 98 left by the intro and the end
+
+
+def test_a_figure_is_found_by_its_call_id_else_by_its_step() -> None:
+    calls = [call(1, "print('first')"), call(2, "print('second')")]
+    by_id = {"text": "1", "step": 1, "line": "1", "call_id": "toolu_2"}
+    by_step = {"text": "2", "step": 1, "line": "2", "call_id": "toolu_gone"}
+    first, second = (
+        show_work.figure_blocks(f, show_work._call_of(f, calls, {c.call_id: c for c in calls}))
+        for f in (by_id, by_step)
+    )
+
+    assert "second" in str(first) and "first" in str(second)
+
+
+def test_no_run_or_no_figures_says_so() -> None:
+    assert notes.RUN_GONE in modal_text(show_work.modal(None, []))
+    assert notes.NO_FIGURES in modal_text(show_work.modal(run_with([]), []))
