@@ -83,6 +83,16 @@ def assert_shows(view: dict[str, Any], traced: dict[str, Any]) -> None:
     assert "99.9%" in said and "not found in any step's output" in said
 
 
+def expired(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The bot's own warning of a trigger that came too late (not Bolt's of a listener
+    that raised)."""
+    return [
+        r
+        for r in caplog.records
+        if r.name == "bot.slack.work_buttons" and "expired_trigger_id" in r.getMessage()
+    ]
+
+
 async def test_show_work_opens_from_the_store_also_after_a_restart(
     sandbox_root: Path, monkeypatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -102,7 +112,7 @@ async def test_show_work_opens_from_the_store_also_after_a_restart(
             calls = len(h.slack.calls_to("views.open"))
             await h.slack.click_button(answer, "show_work", trigger_age_s=5.0)
             await h.slack.wait_for(lambda: len(h.slack.calls_to("views.open")) > calls)
-            await h.slack.wait_for(lambda: "expired_trigger_id" in caplog.text)
+            await h.slack.wait_for(lambda: expired(caplog))
             still = await open_show_work(h, answer)  # the bot goes on
 
     assert button_value(answer, "notebook") == run_id
@@ -117,6 +127,8 @@ async def test_show_work_opens_from_the_store_also_after_a_restart(
     assert still["blocks"] == many["blocks"]
     assert not [c for c in h.slack.calls if c.error and c.method not in (SESSIONS, "views.open")]
     assert [c.error for c in h.slack.calls_to("views.open")].count("expired_trigger_id") == 1
+    [warning] = expired(caplog)
+    assert warning.levelname == "WARNING" and run_id in warning.getMessage()
 
 
 async def test_a_run_without_figures_says_so(sandbox_root: Path, monkeypatch) -> None:
@@ -157,17 +169,17 @@ async def test_notebook_uploads_the_threads_ipynb_in_the_classic_style(
     assert not [c for c in h.slack.calls if c.error and c.method != SESSIONS]
 
 
-def failing_notebook_store(req: ModelRequest) -> Reply:
+def one_step(req: ModelRequest) -> Reply:
     """One step, then an answer."""
     if req.turn == 0:
         return Reply([tool_use("run_code", {"language": "python", "code": "print(6 * 7)"})])
     return Reply([text("It is 42.")])
 
 
-async def test_only_people_who_may_use_the_bot_get_the_buttons_work(
+async def test_the_buttons_obey_the_policy_and_a_failed_notebook_is_told_privately(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot("local", failing_notebook_store, sandbox_root, monkeypatch, **TEAM) as h:
+    async with running_bot("local", one_step, sandbox_root, monkeypatch, **TEAM) as h:
         message = await h.slack.post_user_message(CHANNEL, "six times seven?", mention=True)
         thread = message["ts"]
         await h.slack.wait_for(lambda: with_button(h, thread, "show_work"), 30)
@@ -177,8 +189,14 @@ async def test_only_people_who_may_use_the_bot_get_the_buttons_work(
         told = lambda: [e for e in h.slack.ephemerals if e["user"] == "U0STRANGER"]  # noqa: E731
         await h.slack.wait_for(lambda: len(told()) == 2)
         view = await open_show_work(h, answer, user="U0HUMAN02")
+        h.slack.fail_next("files.getUploadURLExternal", status=200, error="internal_error")
+        await h.slack.click_button(answer, "notebook", user="U0HUMAN02")
+        failed = lambda: [e for e in h.slack.ephemerals if e["user"] == "U0HUMAN02"]  # noqa: E731
+        await h.slack.wait_for(failed)
 
     assert all("not on it" in e["text"] for e in told())
+    assert [e["text"] for e in failed()] == [notes.NOTEBOOK_FAILED]
+    assert failed()[0]["thread_ts"] == thread
     assert len(h.slack.views_opened) == 1 and "No figures were recorded" in modal_text(view)
     assert not h.slack.uploads
 

@@ -35,7 +35,10 @@ have yet: ``invalid_blocks``), ``data_table_revision`` ("A": 101 rows and 10,000
 characters, "B": 201 and 20,000), ``chart_max_series`` (6, or 12), ``stream_data_blocks``
 (the stream methods refuse data blocks unless True) and ``surface_rules`` for the finer
 ones (``SurfaceRules``; the keywords above override its fields). ``blocks.validate`` runs
-the same checks (validate.py). Canvases are files (canvases.py): ``canvases`` is "paid",
+the same checks (validate.py). ``views.open`` opens modals (views.py): a trigger_id is good
+once, for 3 seconds after the interaction that carried it (``click_button`` and slash
+commands carry fresh ones), and the modal view object's limits are checked; opened views
+are in ``views_opened``. Canvases are files (canvases.py): ``canvases`` is "paid",
 "free" (the free-team rules) or "disabled" (``canvas_disabled_user_team``), and
 ``channel_canvases=False`` is a tier without channel canvases. ``block_mismatch`` (off by
 default, as only one method page names it) makes ``chat.update`` refuse to replace a
