@@ -18,7 +18,7 @@ from pathlib import Path
 from bot.compose import build_store
 from bot.errors import ConfigError
 from bot.logs import configure_logging
-from bot.sessions.notebook import notebook
+from bot.sessions.notebook_store import notebook_text, thread_notebook
 from bot.settings import load_settings
 from bot.slack.app import serve
 from bot.store.base import SessionRecord, Store
@@ -160,24 +160,12 @@ async def list_or_export(args: argparse.Namespace) -> int:
 
 async def export_notebook(store: Store, session: SessionRecord, out: str | None) -> int:
     """Write the session's notebook to `out` (default `<thread>.ipynb` here; "-": stdout)."""
-    key = session.key
-    calls = await store.tool_calls(key)
-    # The runs that made steps; a question answered without any is found in the history.
-    run_ids = list(dict.fromkeys(c.run_id for c in calls))
-    runs = [run for run_id in run_ids if (run := await store.get_run(run_id))]
-    book = notebook(
-        runs,
-        calls,
-        await store.load_history(key),
-        await store.files(key),
-        archived=await store.archived_history(key),
-    )
-    text = await asyncio.to_thread(json.dumps, book, indent=1, ensure_ascii=False)
+    text = await notebook_text(await thread_notebook(store, session.key))
     if out == "-":
-        print(text)
+        print(text, end="")
         return 0
     path = Path(out or notebook_name(session))
-    await asyncio.to_thread(path.write_text, text + "\n", encoding="utf-8")
+    await asyncio.to_thread(path.write_text, text, encoding="utf-8")
     print(f"Wrote {path}", file=sys.stderr)
     return 0
 

@@ -132,6 +132,8 @@ def bot_blocks() -> list[list[dict[str, Any]]]:
         [render.context(render.footer(DONE, 12.0)), render.feedback("r" * 200)],
         [render.stop_button("r" * 200)],
         *(blocks for _, blocks in render.answer_messages(DONE, 12.0)),
+        *(blocks for _, blocks in render.answer_messages(DONE, 12.0, "r" * 200)),
+        render.answer_end(DONE, 12.0, "r" * 200, worked=True),
     ]
 
 

@@ -97,7 +97,7 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     assert all(n in str(table) for n in NUMBERS) and "raw_number" in str(table)
     stream = h.slack.streams[answer["ts"]]
     assert stream.stopped and stream.recipient == ("U0HUMAN01", "T0FAKE001")
-    plan, stop, markdown, footer, feedback = answer["blocks"]
+    plan, stop, markdown, footer, work, feedback = answer["blocks"]
     file_task, *steps = plan["tasks"]
     assert file_task["title"] == f"Read {CSV}" and "144 aggregate rows" in file_task["output"]
     assert len(steps) == 4 and {t["status"] for t in steps} == {"complete", "error"}
@@ -106,6 +106,7 @@ async def test_one_streamed_message_with_the_file_the_steps_and_the_answer(
     assert stop["elements"][0]["action_id"] == "stop_run"
     assert "Table 1 below" in markdown["text"] and "5 turns" in str(footer)
     assert feedback["type"] == "context_actions"
+    assert [e["action_id"] for e in work["elements"]] == ["show_work", "notebook"]
     assert [(r.user, r.value) for r in ratings] == [("U0HUMAN02", "bad")]
 
 

@@ -55,6 +55,7 @@ class AgentStyle:
         self._live: LiveMessage | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._run_task: asyncio.Task | None = None  # the run's own task, to stop it
+        self._worked = False  # a step ran: the answer gets Show work and Notebook
 
     @property
     def elapsed_s(self) -> float:
@@ -95,6 +96,7 @@ class AgentStyle:
         return True
 
     async def step_started(self, step: int, event: ToolCallStarted) -> None:
+        self._worked = True
         self._loading = [render_stream.step_title(step, event)]
         if self._stream.starting and not self._in_session:  # the status names the step
             await self._threads.set_status(self._ref, self._loading)
@@ -105,7 +107,7 @@ class AgentStyle:
 
     async def finished(self, event: RunFinished) -> None:
         await self._end()
-        blocks = render.answer_end(event, self.elapsed_s, self._run_id)
+        blocks = render.answer_end(event, self.elapsed_s, self._run_id, worked=self._worked)
         await self._finish(event.answer or notes.NO_ANSWER, blocks)
 
     async def stopped(self, by: str | None) -> None:

@@ -25,7 +25,13 @@ from bot.slack.agent_threads import AgentThreads
 from bot.slack.files import SlackFiles
 from bot.slack.handlers import SlackListeners
 from bot.slack.policy import Policy
-from bot.slack.render import CONTINUE_ACTION, FEEDBACK_ACTION, STOP_ACTION
+from bot.slack.render import (
+    CONTINUE_ACTION,
+    FEEDBACK_ACTION,
+    NOTEBOOK_ACTION,
+    SHOW_WORK_ACTION,
+    STOP_ACTION,
+)
 from bot.slack.run_extras import DataSurfaces
 from bot.slack.run_view import views
 from bot.slack.startup import SlackSetupError, check_slack
@@ -124,6 +130,17 @@ def build_app(
         await ack()
         click = Click.of(body)
         await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), click)
+
+    @app.action(SHOW_WORK_ACTION)
+    async def show_work(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()  # first: the modal must open within the trigger's 3 s
+        trigger = str(body.get("trigger_id") or "")
+        await bot.work.show_work(action.get("value", ""), trigger, Click.of(body))
+
+    @app.action(NOTEBOOK_ACTION)
+    async def notebook(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        await bot.work.notebook(action.get("value", ""), Click.of(body))
 
     return app
 

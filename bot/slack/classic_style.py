@@ -50,7 +50,9 @@ class ClassicStyle:
         await self._end(notes.DONE)
         # cleaned whole before it is cut into messages (a secret across a cut)
         event = dataclasses.replace(event, answer=self._web.clean.text(event.answer))
-        for text, blocks in render.answer_messages(event, self.elapsed_s):
+        # Show work and Notebook under a run that ran steps (here: since it went classic)
+        run_id = self._run_id if self._messages else None
+        for text, blocks in render.answer_messages(event, self.elapsed_s, run_id):
             await self._web.post(self._channel, self._thread_ts, text, blocks)
 
     async def stopped(self, by: str | None) -> None:

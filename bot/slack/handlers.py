@@ -3,7 +3,8 @@ returns quickly; the engine runs the work, and the run's view (run_view.py) show
 Routing between replicas (routing.py), the intake of files (intake.py, policy.py) and DM
 threads' titles and prompts (dm_threads.py) are their own modules. Slack's agent sessions
 (agent_sessions.py) get `processing` as the first sign of a question, and their native stop
-button comes here as `agent_session_stopped`, handled as the Stop button is."""
+button comes here as `agent_session_stopped`, handled as the Stop button is. The Show work
+and Notebook buttons under an answer are work_buttons.py's (`work`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from bot.slack.policy import Policy
 from bot.slack.routing import Router
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
+from bot.slack.work_buttons import WorkButtons
 from bot.store.base import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class SlackListeners:
         self.intake = FileIntake(engine, files, policy)
         self.dms = DmThreads(web)
         self.analyses = Analyses(engine, web, policy)
+        self.work = WorkButtons(web, store, policy)  # Show work and Notebook, from the store
 
     # -- Slack inputs --
 

@@ -130,3 +130,28 @@ CHART_NOT_POSITIVE = "a slice is zero or negative"
 CHART_FITS = "Slack-drawable"
 
 REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
+
+# The Show work and Notebook buttons under an answer (show_work.py, handlers.py)
+SHOW_WORK = "Show work"
+NOTEBOOK = "Notebook"
+SHOW_WORK_TITLE = "Show work"  # a modal's title: 24 characters at most
+SHOW_WORK_CLOSE = "Close"
+SHOW_WORK_INTRO = (
+    "Where each figure in the answer came from: the step that printed it, its code, and the line."
+)
+NO_FIGURES = (
+    "No figures were recorded for this answer (it was given before the bot traced its "
+    "figures, or it has none)."
+)
+RUN_GONE = "This answer's run is no longer in the store."
+FIGURE_NOT_FOUND = "not found in any step's output"
+OUTPUT_LINE = "The line it printed:"
+NOTEBOOK_FAILED = "Sorry, I couldn't make this thread's notebook just now; try again in a minute."
+
+
+def step_label(step: int) -> str:
+    return f"Step {step}"
+
+
+def more_figures(n: int) -> str:
+    return f"… and {n} more figure{'s' if n != 1 else ''}"

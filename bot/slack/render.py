@@ -2,6 +2,8 @@
 limits. Pure: no I/O, no state. Classic: one message per step (edited when it ends), a
 status line, the answer in messages. Agent: chunks for one streamed message (a plan with a
 task per file and per step), the answer as markdown, its footer and feedback buttons.
+Under an answer whose run ran steps, in either style, the Show work and Notebook buttons
+(`work_buttons`); a run that only answered has no work to show, and gets neither.
 The texts the views say are in `notes.py`."""
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from bot.agent.clip import clip
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import markdown_split
+from bot.slack import markdown_split, notes
 
 SECTION_MAX = 3000  # characters in a section block's text
 CODE_MAX = 2400
@@ -139,14 +141,35 @@ def continue_button(
     return [section(text), {"type": "actions", "elements": [button]}]
 
 
-def answer_messages(result: RunFinished, duration_s: float) -> list[tuple[str, list[dict]]]:
-    """The answer as one or more messages of markdown blocks; the footer on the last."""
+SHOW_WORK_ACTION = "show_work"
+NOTEBOOK_ACTION = "notebook"
+
+
+def work_buttons(run_id: str) -> dict[str, Any]:
+    """Show work (a modal of where the answer's figures came from) and Notebook (the
+    thread as a .ipynb); each names the run it is under."""
+
+    def button(action_id: str, label: str) -> dict[str, Any]:
+        text = {"type": "plain_text", "text": label}
+        return {"type": "button", "action_id": action_id, "value": run_id, "text": text}
+
+    elements = [button(SHOW_WORK_ACTION, notes.SHOW_WORK), button(NOTEBOOK_ACTION, notes.NOTEBOOK)]
+    return {"type": "actions", "elements": elements}
+
+
+def answer_messages(
+    result: RunFinished, duration_s: float, run_id: str | None = None
+) -> list[tuple[str, list[dict]]]:
+    """The answer as one or more messages of markdown blocks; the footer on the last, and
+    with `run_id` (a run that ran steps) the Show work and Notebook buttons under it."""
     parts = markdown_split.split(result.answer)
     messages = []
     for i, part in enumerate(parts):
         blocks: list[dict[str, Any]] = [{"type": "markdown", "text": part or " "}]
         if i == len(parts) - 1:
             blocks.append(context(footer(result, duration_s)))
+            if run_id:
+                blocks.append(work_buttons(run_id))
         messages.append((clip(part, 3000) or "Answer", blocks))
     return messages
 
@@ -171,9 +194,13 @@ def feedback(run_id: str) -> dict[str, Any]:
     return {"type": "context_actions", "block_id": FEEDBACK_BLOCK + run_id, "elements": [element]}
 
 
-def answer_end(result: RunFinished, duration_s: float, run_id: str) -> list[dict[str, Any]]:
-    """The blocks under a streamed answer: its footer and the feedback buttons."""
-    return [context(footer(result, duration_s)), feedback(run_id)]
+def answer_end(
+    result: RunFinished, duration_s: float, run_id: str, *, worked: bool = False
+) -> list[dict[str, Any]]:
+    """The blocks under a streamed answer: its footer, the Show work and Notebook buttons
+    when the run ran steps (`worked`), and the feedback buttons."""
+    work = [work_buttons(run_id)] if worked else []
+    return [context(footer(result, duration_s)), *work, feedback(run_id)]
 
 
 def markdown_posts(parts: list[str], blocks: list[dict[str, Any]]) -> list[tuple[str, list]]:

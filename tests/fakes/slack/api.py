@@ -35,7 +35,10 @@ have yet: ``invalid_blocks``), ``data_table_revision`` ("A": 101 rows and 10,000
 characters, "B": 201 and 20,000), ``chart_max_series`` (6, or 12), ``stream_data_blocks``
 (the stream methods refuse data blocks unless True) and ``surface_rules`` for the finer
 ones (``SurfaceRules``; the keywords above override its fields). ``blocks.validate`` runs
-the same checks (validate.py). Canvases are files (canvases.py): ``canvases`` is "paid",
+the same checks (validate.py). ``views.open`` opens modals (views.py): a trigger_id is good
+once, for 3 seconds after the interaction that carried it (``click_button`` and slash
+commands carry fresh ones), and the modal view object's limits are checked; opened views
+are in ``views_opened``. Canvases are files (canvases.py): ``canvases`` is "paid",
 "free" (the free-team rules) or "disabled" (``canvas_disabled_user_team``), and
 ``channel_canvases=False`` is a tier without channel canvases. ``block_mismatch`` (off by
 default, as only one method page names it) makes ``chat.update`` refuse to replace a
@@ -91,6 +94,7 @@ from tests.fakes.slack.socket import ACK_DEADLINE_S, MAX_REDELIVERIES, SocketMod
 from tests.fakes.slack.surfaces import SurfaceRules
 from tests.fakes.slack.users import UserActions
 from tests.fakes.slack.validate import validate
+from tests.fakes.slack.views import TRIGGER_LIFETIME_S, ViewFeatures
 
 __all__ = [
     "DEFAULT_SCOPES",
@@ -171,7 +175,13 @@ class ApiCall:
 
 
 class FakeSlack(
-    AssistantFeatures, CanvasFeatures, SessionFeatures, FileFeatures, SocketMode, UserActions
+    AssistantFeatures,
+    CanvasFeatures,
+    SessionFeatures,
+    FileFeatures,
+    SocketMode,
+    UserActions,
+    ViewFeatures,
 ):
     """A fake Slack workspace on 127.0.0.1; an async context manager.
 
@@ -185,6 +195,7 @@ class FakeSlack(
     ``block_mismatch``: ``chat.update`` refuses to swap rich_text blocks for other kinds.
     ``agent_sessions``: the workspace has agent sessions (False: ``feature_disabled``);
     ``session_stop_subscribed``: the app subscribes to ``agent_session_stopped``.
+    ``trigger_lifetime_s``: how long an interaction's trigger_id opens a view (views.py).
     A post's ``unfurl_links`` / ``unfurl_media`` are kept on the stored ``Message``.
     """
 
@@ -218,6 +229,7 @@ class FakeSlack(
         block_mismatch: bool = False,
         agent_sessions: bool = False,
         session_stop_subscribed: bool = True,
+        trigger_lifetime_s: float = TRIGGER_LIFETIME_S,
     ) -> None:
         self.bot_token = bot_token
         self.app_token = app_token
@@ -263,6 +275,10 @@ class FakeSlack(
         self.session_channels: set[str] = set()  # sessions without thread_ts
         self.sessions: dict[tuple[str, str], AgentSession] = {}
         self.session_stops: list[str] = []
+        self.trigger_lifetime_s = trigger_lifetime_s
+        self.views_opened: list[Json] = []  # views.open's views, as Slack answered them
+        self._triggers: dict[str, float] = {}
+        self._exchanged: set[str] = set()
 
         self.base_url = ""
         self.api_url = ""
@@ -320,6 +336,7 @@ class FakeSlack(
             **self._ai_methods(),
             **self._canvas_methods(),
             **self._session_methods(),
+            **self._view_methods(),
         }
 
     # -- lifecycle

@@ -67,31 +67,34 @@ def block_problems(
     taken_ids: frozenset[str] = frozenset(),
     rules: SurfaceRules = DEFAULT_RULES,
     attachments: Sequence[Any] = (),
+    *,
+    max_blocks: int = MAX_BLOCKS,
 ) -> list[str]:
     """Every Block Kit violation in `blocks` and the blocks of `attachments`; `taken_ids` are
-    block_ids already in the message (an earlier part of a stream)."""
+    block_ids already in the message (an earlier part of a stream). `max_blocks`: a
+    message's 50, or a modal's 100 (views.py)."""
     problems: list[str] = []
 
     def bad_under(root: str) -> Bad:
         return lambda path, what: problems.append(f"[ERROR] {what} [json-pointer:{root}{path}]")
 
     seen = set(taken_ids)
-    located = _check_blocks(blocks, seen, rules, bad_under("/blocks"), "/blocks")
+    located = _check_blocks(blocks, seen, rules, bad_under("/blocks"), "/blocks", max_blocks)
     for j, attachment in enumerate(attachments):
         inner = attachment.get("blocks") if isinstance(attachment, dict) else None
         if isinstance(inner, list):
             root = f"/attachments/{j}/blocks"
-            located += _check_blocks(inner, seen, rules, bad_under(root), root)
+            located += _check_blocks(inner, seen, rules, bad_under(root), root, max_blocks)
     message_problems(located, rules, bad_under(""))
     return problems
 
 
 def _check_blocks(
-    blocks: list[Any], seen: set[str], rules: SurfaceRules, bad: Bad, root: str
+    blocks: list[Any], seen: set[str], rules: SurfaceRules, bad: Bad, root: str, max_blocks: int
 ) -> Located:
     """Check each block; answer the well-formed ones with their full json pointers."""
-    if len(blocks) > MAX_BLOCKS:
-        bad("", f"no more than {MAX_BLOCKS} items allowed")
+    if len(blocks) > max_blocks:
+        bad("", f"no more than {max_blocks} items allowed")
     located: Located = []
     for i, block in enumerate(blocks):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):

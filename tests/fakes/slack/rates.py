@@ -42,6 +42,7 @@ PER_MINUTE = {
     "blocks.validate": TIER_3,  # no tier published; taken as the canvas methods'
     "agents.sessions.setStatus": TIER_3,  # slack-data-surfaces §6.2
     "agents.sessions.rename": TIER_3,
+    "views.open": TIER_4,  # its method page
 }
 POSTS_PER_S, POST_BURST = 1.0, 3
 

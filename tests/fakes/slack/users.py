@@ -9,7 +9,6 @@ import base64
 import copy
 import json
 import logging
-import secrets
 import string
 import time
 import uuid
@@ -49,7 +48,8 @@ class UserActions:
     outgoing: Outgoing
     _event_attempts: dict[str, int]
     _tasks: set[asyncio.Task[None]]
-    # provided by FakeSlack and SocketMode
+    # provided by FakeSlack, SocketMode and ViewFeatures
+    issue_trigger: Any
     find_message: Any
     _store: Any
     _next_ts: Any
@@ -171,11 +171,13 @@ class UserActions:
         user: str = "U0HUMAN01",
         value: str | None = None,
         connection: int | None = None,
+        trigger_age_s: float = 0.0,
     ) -> str:
         """Push an ``interactive`` block_actions envelope for a button in ``message``.
 
         The value comes from the button; for ``feedback_buttons`` pass ``value`` to pick
-        the negative one (the positive one is the default).
+        the negative one (the positive one is the default). The payload's trigger_id is
+        fresh (views.py), or as if issued `trigger_age_s` ago.
         """
         channel = self._channel_of(message)
         current = self.find_message(channel, message["ts"]) or message
@@ -200,7 +202,7 @@ class UserActions:
             "api_app_id": self.app_id,
             "token": VERIFICATION_TOKEN,
             "container": container,
-            "trigger_id": self._trigger_id(),
+            "trigger_id": self._trigger_id(trigger_age_s),
             "team": {"id": self.team_id, "domain": TEAM_DOMAIN},
             "enterprise": None,
             "is_enterprise_install": False,
@@ -325,8 +327,8 @@ class UserActions:
         kind = channel_type(channel)
         return {"im": "directmessage", "group": "privategroup"}.get(kind, channel.lower())
 
-    def _trigger_id(self) -> str:
-        return f"{int(time.time())}.{random_id(8, string.digits)}.{secrets.token_hex(16)}"
+    def _trigger_id(self, age_s: float = 0.0) -> str:
+        return self.issue_trigger(age_s=age_s)  # views.py: good for views.open for 3 s
 
     def _response_url_for(self, kind: str) -> str:
         tail = f"{random_id(12, string.digits)}/{random_id(24)}"

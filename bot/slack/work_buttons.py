@@ -1,0 +1,71 @@
+"""The Show work and Notebook buttons under an answer (render.work_buttons). Both read the
+store only, so any replica answers them, before or after a restart, whether or not it
+runs the thread.
+
+Show work opens a modal (show_work.py) with the click's trigger_id, which Slack honours for
+3 seconds: the listener acks first, and the path to views.open is two store reads. A
+refused open (an expired trigger, say) is logged: the click came too late to show
+anything, and nothing else is wrong. Notebook uploads the thread's .ipynb into it; a
+failure is told to the clicker privately. Who may press either is the policy's, as for
+the feedback and Continue buttons.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.sessions.notebook_store import notebook_text, thread_notebook
+from bot.slack import notes, render, show_work
+from bot.slack.policy import Policy
+from bot.slack.threads import Click, ThreadRef
+from bot.slack.web import SlackWeb
+from bot.slack.web.errors import SlackError
+from bot.store.base import Store
+
+log = logging.getLogger(__name__)
+
+
+class WorkButtons:
+    def __init__(self, web: SlackWeb, store: Store | None, policy: Policy) -> None:
+        self.web, self.store, self.policy = web, store, policy
+
+    async def show_work(self, run_id: str, trigger_id: str, click: Click) -> None:
+        """Open the Show work modal for the run the button is under."""
+        if self.store is None or await self._refused(click):
+            return
+        run = await self.store.get_run(run_id) if run_id else None
+        calls = (
+            [c for c in await self.store.tool_calls(run.key) if c.run_id == run_id] if run else []
+        )
+        try:
+            await self.web.open_view(trigger_id, show_work.modal(run, calls))
+        except SlackError as exc:
+            log.warning("could not open Show work for run %s: %s", run_id, exc.code or exc)
+
+    async def notebook(self, run_id: str, click: Click) -> None:
+        """Upload the thread's notebook into it; a failure is told to the clicker."""
+        if self.store is None or await self._refused(click):
+            return
+        try:
+            await self._upload(run_id)
+        except Exception:  # the store, Slack or the notebook itself: say so, privately
+            log.exception("could not upload the notebook of run %s", run_id)
+            await self.web.ephemeral(
+                click.channel, click.user, notes.NOTEBOOK_FAILED, click.thread_ts
+            )
+
+    async def _upload(self, run_id: str) -> None:
+        assert self.store is not None
+        run = await self.store.get_run(run_id)
+        ref = ThreadRef.parse(run.key) if run else None
+        if run is None or ref is None:
+            raise LookupError(f"no Slack run {run_id!r} in the store")
+        text = await notebook_text(await thread_notebook(self.store, run.key))
+        item = render.upload(f"{ref.ts}.ipynb", text.encode())
+        await self.web.upload(ref.channel, ref.ts, [item], None)
+
+    async def _refused(self, click: Click) -> bool:
+        refusal = self.policy.refusal(click.channel, click.user)
+        if refusal:
+            await self.web.ephemeral(click.channel, click.user, refusal, click.thread_ts)
+        return refusal is not None
