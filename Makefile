@@ -10,6 +10,8 @@ SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy python3-openpy
 # For the tests of charts saved by the Python kernel, and of the Redis store (each test starts
 # its own redis-server on a free loopback port).
 TEST_EXTRAS := python3-matplotlib python3-pandas redis-server
+# The tests mostly wait (on servers, sandboxes, processes): more workers than cores.
+TEST_WORKERS ?= 4
 
 .PHONY: run test lint bench system system-extras test-extras clean
 
@@ -41,7 +43,7 @@ run: system system-extras $(BIN)/.installed
 test: system test-extras $(BIN)/.installed
 	$(BIN)/ruff check bot tests bench
 	$(BIN)/ruff format --check bot tests bench
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip

@@ -1,5 +1,13 @@
 from __future__ import annotations
 
+import os
+
+# Each xdist worker's sandboxes run as uids of their own: workers use different sandbox
+# roots, and the uid lock is per root (set before the sandbox code reads it).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and not os.environ.get("SANDBOX_UID_BASE"):
+    os.environ["SANDBOX_UID_BASE"] = str(200_000 + 1_000 * int(_WORKER[2:]))
+
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator

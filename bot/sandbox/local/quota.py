@@ -69,6 +69,7 @@ class DiskQuota:
         self._watcher: asyncio.Task[None] | None = None
         self.unseen = False  # fired while no call watched: the next call's result says so
         self._rebase = False
+        self._stopping: asyncio.Future[None] | None = None  # the stop the quota started
 
     def hold(self, *, call: bool = False) -> Watch:
         """Watch from now until `release`: the watcher runs while any watch is held."""
@@ -93,6 +94,10 @@ class DiskQuota:
         try:
             yield watch
         finally:
+            if watch.fired and self._stopping is not None:
+                # The call ends once its writers are dead: else they write on into the
+                # next call, which would be judged by what they add.
+                await asyncio.shield(self._stopping)
             self.release(watch)
 
     def note(self) -> str:
@@ -116,8 +121,9 @@ class DiskQuota:
             if used.bytes > ceiling.bytes or used.inodes > ceiling.inodes:
                 self._fire()
                 # Shielded: the containers' end releases their watches, which may cancel
-                # this task before the stopping is done.
-                await asyncio.shield(self._stop_all())
+                # this task before the stopping is done (the call waits for it).
+                self._stopping = asyncio.ensure_future(self._stop_all())
+                await asyncio.shield(self._stopping)
                 # What is left, measured once the writers are dead (they wrote on while
                 # being stopped), is for the model to clean up.
                 used = await asyncio.to_thread(hostfs.usage, self.folders)

@@ -9,6 +9,9 @@ safe between bot processes sharing the root.
 
 Without root there is no uid to switch to: every sandbox runs as the bot's own uid and
 they share its process cap (and the bot's own processes count against it too).
+
+The lock is per root: bots sharing a host with roots of their own each need a range of
+their own, set by SANDBOX_UID_BASE (read here, once, as the range is the process's).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-UID_BASE = 200_000  # above the usual /etc/subuid ranges' first block and any login user
+# above the usual /etc/subuid ranges' first block and any login user
+UID_BASE = int(os.environ.get("SANDBOX_UID_BASE") or 200_000)
 UID_COUNT = 50_000
 LEGACY_UID = 65534  # what every sandbox ran as before each had its own
 UID_RANGE = range(UID_BASE, UID_BASE + UID_COUNT)
