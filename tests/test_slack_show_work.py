@@ -6,6 +6,7 @@ the store, for the run the button names."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -53,8 +54,14 @@ async def record_figures(h: Harness, run_id: str, n_more: int = 0) -> dict[str, 
     store = SqliteStore(h.settings.store_path)
     await store.open()
     try:
-        run = await store.get_run(run_id)
-        assert run is not None
+        # after the run's own record (the engine writes it as the run ends), not before it
+        ended = lambda: store.get_run(run_id)  # noqa: E731
+        for _ in range(300):
+            run = await ended()
+            if run is not None and run.outcome is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert run is not None and run.outcome is not None
         calls = [c for c in await store.tool_calls(run.key) if c.run_id == run_id]
         step, call = next((i, c) for i, c in enumerate(calls, 1) if "1402617695" in c.excerpt)
         line = next(x for x in call.excerpt.splitlines() if "1402617695" in x)
@@ -131,9 +138,15 @@ async def test_show_work_opens_from_the_store_also_after_a_restart(
     assert warning.levelname == "WARNING" and run_id in warning.getMessage()
 
 
+def no_figures(req: ModelRequest) -> Reply:
+    if not req.tool_results():
+        return Reply([tool_use("run_code", {"language": "python", "code": "print('hello')"})])
+    return Reply([text("It said hello.")])
+
+
 async def test_a_run_without_figures_says_so(sandbox_root: Path, monkeypatch) -> None:
-    async with running_bot("local", population_analyst, sandbox_root, monkeypatch) as h:
-        thread = await mention_with_csv(h)
+    async with running_bot("local", no_figures, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "greet", mention=True))["ts"]
         await h.slack.wait_for(lambda: with_button(h, thread, "show_work"), 30)
         [answer] = with_button(h, thread, "show_work")
         view = await open_show_work(h, answer)
@@ -197,7 +210,7 @@ async def test_the_buttons_obey_the_policy_and_a_failed_notebook_is_told_private
     assert all("not on it" in e["text"] for e in told())
     assert [e["text"] for e in failed()] == [notes.NOTEBOOK_FAILED]
     assert failed()[0]["thread_ts"] == thread
-    assert len(h.slack.views_opened) == 1 and "No figures were recorded" in modal_text(view)
+    assert len(h.slack.views_opened) == 1 and "*42* · Step 1" in modal_text(view)
     assert not h.slack.uploads
 
 
@@ -261,3 +274,16 @@ def test_a_figure_is_found_by_its_call_id_else_by_its_step() -> None:
 def test_no_run_or_no_figures_says_so() -> None:
     assert notes.RUN_GONE in modal_text(show_work.modal(None, []))
     assert notes.NO_FIGURES in modal_text(show_work.modal(run_with([]), []))
+
+
+async def test_show_work_shows_what_the_checker_traced(sandbox_root: Path, monkeypatch) -> None:
+    """No figures written by the test: the run's own check recorded them."""
+    async with running_bot("local", population_analyst, sandbox_root, monkeypatch) as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: with_button(h, thread, "show_work"), 30)
+        await h.wait_for_text(thread, "all traced to step")
+        [answer] = with_button(h, thread, "show_work")
+        view = await open_show_work(h, answer)
+    said = modal_text(view)
+    assert FIGURE in said and "Step 3" in said  # the compute step printed it
+    assert "csv.DictReader" in said and "not found" not in said

@@ -333,8 +333,6 @@ class Engine:
             if _refused(thread.current):  # its new owner ends the run: nothing to write here
                 raise thread.current.exception()  # type: ignore[misc]
             result, outcome = _outcome(thread.current, self.accepting)
-            if isinstance(result, RunFinished) and result.figures:
-                await self._record_figures(run_id, result)
             await self._end_run(run_id, outcome, thread.token)
         finally:
             self._live_runs.discard(run_id)
@@ -351,16 +349,6 @@ class Engine:
             del self._tokens[key]
         await self._lifecycle.drop_stale(key, thread)
         await self._lifecycle.release(key)  # if the lease is still ours (not likely)
-
-    async def _record_figures(self, run_id: str, result: RunFinished) -> None:
-        """Keep with the run where its answer's figures came from; the answer is posted
-        already, so a store that fails here costs the record, not the run."""
-        try:
-            await self._store.record_figures(run_id, figure_records(result))
-        except Fenced:
-            raise
-        except Exception as exc:
-            log.warning("could not record the figures of run %s: %s", run_id, exc)
 
     async def _end_run(self, run_id: str, outcome: RunOutcome, token: int | None) -> None:
         """Record the run's end, retried through a store blip. If it still cannot be written
@@ -405,21 +393,6 @@ class Engine:
             failed = failure(exc)
             await view(failed)
             return failed
-
-
-def figure_records(result: RunFinished) -> list[dict[str, Any]]:
-    """Each figure as the store keeps it: its step (None: in no output) and the call that
-    step was; `earlier` is how many questions back that call's run was (0: this run)."""
-    return [
-        {
-            "text": item.figure.text,
-            "step": item.step,
-            "line": item.line,
-            "call_id": item.call_id or None,
-            "earlier": item.earlier,
-        }
-        for item in result.figures
-    ]
 
 
 def _refused(task: asyncio.Task[RunResult]) -> bool:

@@ -8,6 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bot.agent.events import (
     Event,
@@ -20,7 +21,7 @@ from bot.agent.usage import Usage
 from bot.errors import BotError, SandboxError
 from bot.sessions.events import Observer, RunView, SessionEvent, ViewFor
 from bot.sessions.session import Session
-from bot.store.base import Store, ToolCallRecord
+from bot.store.base import Fenced, Store, ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +105,31 @@ class RecordingView:
                     self._run_id, event.call_id, event.tool, event.language, event.code,
                     event.status, event.exit_code, event.duration_s, event.excerpt, time.time(),
                 ), token=self._token)  # fmt: skip
+            case RunFinished() if event.figures:
+                await self._record_figures(event)
+
+    async def _record_figures(self, event: RunFinished) -> None:
+        """Keep with the run where its answer's figures came from, before the answer is
+        shown (its Show work button reads them); a store that fails here costs the record,
+        not the run."""
+        try:
+            await self._store.record_figures(self._run_id, figure_records(event))
+        except Fenced:
+            raise
+        except Exception as exc:
+            log.warning("could not record the figures of run %s: %s", self._run_id, exc)
+
+
+def figure_records(result: RunFinished) -> list[dict[str, Any]]:
+    """Each figure as the store keeps it: its step (None: in no output) and the call that
+    step was; `earlier` is how many questions back that call's run was (0: this run)."""
+    return [
+        {
+            "text": item.figure.text,
+            "step": item.step,
+            "line": item.line,
+            "call_id": item.call_id or None,
+            "earlier": item.earlier,
+        }
+        for item in result.figures
+    ]
