@@ -2,11 +2,12 @@
 (the run's recorded figures and its tool calls), so it opens after a restart and on any
 replica. Pure: no I/O.
 
-For each figure: a divider, a section naming it and its step ("Step 2 · `python`"), that
-step's code (clipped, in a code block) and the output line that printed it; a figure found
-in no output says so, in two blocks. Slack's limits for a modal are kept: at most 100
-blocks (one goes to the introduction, one is kept for the end), each section's text at
-most 3,000 characters, the title at most 24. Figures are shown in the answer's order while
+Figures are grouped by the step that printed them, in the order the answer names them:
+for each step a divider, its name ("Step 2 · `python`"), its code once (clipped, in a
+code block), then one section per figure with the output line that printed it. Figures
+found in no output are listed together at the end. Slack's limits for a modal are kept:
+at most 100 blocks (one goes to the introduction, one is kept for the end), each
+section's text at most 3,000 characters, the title at most 24. Figures are shown while
 their blocks fit; when some do not, the last block says "… and N more figures".
 """
 
@@ -35,33 +36,49 @@ def modal(run: RunRecord | None, calls: Sequence[ToolCallRecord]) -> dict[str, A
     by_id = {c.call_id: c for c in calls}
     blocks = [section(notes.SHOW_WORK_INTRO)]
     room = MAX_BLOCKS - len(blocks) - 1  # one kept for "… and N more"
-    shown = 0
+    shown, lost, steps = 0, [], set()
     for figure in run.figures:
-        drawn = figure_blocks(figure, _call_of(figure, calls, by_id))
+        if figure.get("step") is None:
+            lost.append(figure)
+            continue
+        call = _call_of(figure, calls, by_id)
+        key = call.call_id if call is not None else f"step {figure.get('step')}"
+        drawn = [] if key in steps else step_blocks(int(figure["step"]), call)
+        drawn.append(figure_block(figure))
         if len(drawn) > room:
             break
+        steps.add(key)
         blocks += drawn
         room -= len(drawn)
         shown += 1
+    if lost and room >= 2 and shown == len(run.figures) - len(lost):
+        names = ", ".join(escape(fit(str(f.get("text") or "?"), FIGURE_MAX)) for f in lost)
+        blocks += [
+            {"type": "divider"},
+            section(f"*{notes.FIGURE_NOT_FOUND.capitalize()}:* {names}"),
+        ]
+        shown += len(lost)
     if left := len(run.figures) - shown:
         blocks.append(section(f"_{notes.more_figures(left)}_"))
     return _view(blocks, run.run_id)
 
 
-def figure_blocks(figure: dict[str, Any], call: ToolCallRecord | None) -> list[dict[str, Any]]:
-    """One figure's blocks: it and its step, the step's code, the line it was printed in."""
-    said = f"*{escape(fit(str(figure.get('text') or '?'), FIGURE_MAX))}*"
-    step = figure.get("step")
-    if step is None:
-        return [{"type": "divider"}, section(f"{said} · {notes.FIGURE_NOT_FOUND}")]
+def step_blocks(step: int, call: ToolCallRecord | None) -> list[dict[str, Any]]:
+    """A step's heading and its code, shown once above the figures it printed."""
     what = f" · `{call.language or call.tool}`" if call is not None else ""
-    blocks = [{"type": "divider"}, section(f"{said} · {notes.step_label(int(step))}{what}")]
+    blocks = [{"type": "divider"}, section(f"*{notes.step_label(step)}*{what}")]
     if call is not None and call.code.strip():
         blocks.append(section(code_block(call.code, CODE_MAX)))
-    line = str(figure.get("line") or "")
-    if line.strip():
-        blocks.append(section(f"{notes.OUTPUT_LINE}\n{code_block(line, LINE_MAX)}"))
     return blocks
+
+
+def figure_block(figure: dict[str, Any]) -> dict[str, Any]:
+    """A figure and the output line that printed it."""
+    said = f"*{escape(fit(str(figure.get('text') or '?'), FIGURE_MAX))}*"
+    line = str(figure.get("line") or "")
+    if not line.strip():
+        return section(said)
+    return section(f"{said} · {notes.OUTPUT_LINE}\n{code_block(line, LINE_MAX)}")
 
 
 def _call_of(
