@@ -7,6 +7,7 @@ the store, for the run the button names."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from pathlib import Path
@@ -21,8 +22,9 @@ from bot.store.base import RunRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.fakes.slack.views import modal_problems
-from tests.scripts import population_analyst
+from tests.scripts import population_analyst, population_charted
 from tests.slack_harness import CHANNEL, Harness, all_text, bot_process, fake_world, running_bot
+from tests.support import matplotlib_in_sandbox
 from tests.test_guard_rails import echo
 from tests.test_slack_e2e import CLASSIC, mention_with_csv
 
@@ -290,3 +292,31 @@ async def test_show_work_shows_what_the_checker_traced(sandbox_root: Path, monke
     said = modal_text(view)
     assert FIGURE in said and "Step 3" in said  # the compute step printed it
     assert "csv.DictReader" in said and "not found" not in said
+
+
+@pytest.mark.skipif(not matplotlib_in_sandbox(), reason="the sandbox's python3 has no matplotlib")
+async def test_the_notebook_holds_each_chart_under_the_step_that_saved_it(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot("local", population_charted, sandbox_root, monkeypatch) as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: with_button(h, thread, "notebook"), 30)
+        shared = lambda name: [u for u in h.slack.uploads.values()  # noqa: E731
+                               if u.filename == name and u.shared_ts]  # fmt: skip
+        await h.slack.wait_for(lambda: shared("growth.png"), 30)
+        [answer] = with_button(h, thread, "notebook")
+        await h.slack.click_button(answer, "notebook")
+        await h.slack.wait_for(lambda: shared(f"{thread}.ipynb"), 30)
+        [upload] = shared(f"{thread}.ipynb")
+        [png] = shared("growth.png")
+
+    book = nbformat.reads(upload.content.decode(), as_version=4)
+    nbformat.validate(book)
+    images = [
+        (cell, out["data"]["image/png"])
+        for cell in book["cells"] if cell["cell_type"] == "code"
+        for out in cell.get("outputs", []) if "image/png" in out.get("data", {})
+    ]  # fmt: skip
+    [(cell, data)] = images
+    assert "plt.savefig('/buddy/work/out/growth.png')" in "".join(cell["source"])
+    assert base64.b64decode(data) == png.content  # the PNG the thread holds

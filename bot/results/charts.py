@@ -54,31 +54,32 @@ class _Refused(Exception):
 
 def parse_chart(data: bytes) -> Chart | None:
     """The chart the bytes describe, or None for anything off the schema."""
-    if len(data) > MAX_BYTES:
+    if len(data) > MAX_BYTES or _nesting(data) > MAX_DEPTH:
         return None
     try:
         raw = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-        if _depth(raw) > MAX_DEPTH:
-            return None
         return _chart(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError, _Refused):
+    except (UnicodeDecodeError, ValueError, _Refused):
         return None
+
+
+STRING = re.compile(rb'"(?:\\.|[^"\\])*"')
+BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def _nesting(data: bytes) -> int:
+    """How deep the JSON's brackets go, read before any parsing: json.loads recurses, and
+    a RecursionError it raises leaves CPython 3.11's parser counters off (a later
+    ast.parse in the process, a traceback's say, then fails)."""
+    depth = deepest = 0
+    for bracket in BRACKET.findall(STRING.sub(b'""', data)):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not a number")
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth, without recursion (json.loads has already bounded it)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _chart(raw: Any) -> Chart:

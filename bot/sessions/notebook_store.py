@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.sessions.notebook import notebook
-from bot.store.base import Store
+from bot.store.base import Store, ToolCallRecord
 
 
-async def thread_notebook(store: Store, key: str) -> dict[str, Any]:
-    """The notebook (nbformat 4.5 JSON) of the session `key`."""
+async def thread_notebook(
+    store: Store, key: str, charts: Mapping[str, bytes] | None = None
+) -> dict[str, Any]:
+    """The notebook (nbformat 4.5 JSON) of the session `key`; `charts` (image name ->
+    PNG bytes) become the image outputs of the steps that saved them."""
     calls = await store.tool_calls(key)
     # The runs that made steps; a question answered without any is found in the history.
     run_ids = list(dict.fromkeys(c.run_id for c in calls))
@@ -24,7 +28,19 @@ async def thread_notebook(store: Store, key: str) -> dict[str, Any]:
         await store.load_history(key),
         await store.files(key),
         archived=await store.archived_history(key),
+        images=chart_steps(calls, charts or {}),
     )
+
+
+def chart_steps(calls: Sequence[ToolCallRecord], charts: Mapping[str, bytes]) -> dict:
+    """Each chart under the step that saved it: the latest step whose code or output names
+    its file (the kernel prints "[figure saved to …/figure-1.png]"; savefig names it)."""
+    images: dict[str, list[bytes]] = {}
+    for name, png in charts.items():
+        savers = [c for c in calls if name in c.code or name in c.excerpt]
+        if savers:
+            images.setdefault(savers[-1].call_id, []).append(png)
+    return images
 
 
 async def notebook_text(book: dict[str, Any]) -> str:

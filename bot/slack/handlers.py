@@ -61,7 +61,8 @@ class SlackListeners:
         self.intake = FileIntake(engine, files, policy)
         self.dms = DmThreads(web)
         self.analyses = Analyses(engine, web, policy)
-        self.work = WorkButtons(web, store, policy)  # Show work and Notebook, from the store
+        # Show work and Notebook, from the store (and the thread's charts, for the notebook)
+        self.work = WorkButtons(web, store, policy, files)
 
     # -- Slack inputs --
 

@@ -16,6 +16,7 @@ import logging
 
 from bot.sessions.notebook_store import notebook_text, thread_notebook
 from bot.slack import notes, render, show_work
+from bot.slack.files import SlackFiles
 from bot.slack.policy import Policy
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
@@ -25,9 +26,16 @@ from bot.store.base import Store
 log = logging.getLogger(__name__)
 
 
+CHARTS_MAX = 20  # the thread's PNGs a notebook takes
+CHART_MAX_BYTES = 5 << 20
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
 class WorkButtons:
-    def __init__(self, web: SlackWeb, store: Store | None, policy: Policy) -> None:
-        self.web, self.store, self.policy = web, store, policy
+    def __init__(
+        self, web: SlackWeb, store: Store | None, policy: Policy, files: SlackFiles | None = None
+    ) -> None:
+        self.web, self.store, self.policy, self.files = web, store, policy, files
 
     async def show_work(self, run_id: str, trigger_id: str, click: Click) -> None:
         """Open the Show work modal for the run the button is under."""
@@ -60,9 +68,34 @@ class WorkButtons:
         ref = ThreadRef.parse(run.key) if run else None
         if run is None or ref is None:
             raise LookupError(f"no Slack run {run_id!r} in the store")
-        text = await notebook_text(await thread_notebook(self.store, run.key))
+        charts = await self._charts(ref)
+        text = await notebook_text(await thread_notebook(self.store, run.key, charts))
         item = render.upload(f"{ref.ts}.ipynb", text.encode())
         await self.web.upload(ref.channel, ref.ts, [item], None)
+
+    async def _charts(self, ref: ThreadRef) -> dict[str, bytes]:
+        """The PNGs shared in the thread (the run's charts among them), by name; any
+        that cannot be fetched are left out of the notebook."""
+        if self.files is None:
+            return {}
+        charts: dict[str, bytes] = {}
+        try:
+            shared = await self.web.thread_files(ref.channel, ref.ts)
+        except SlackError as exc:
+            log.warning("could not list the files of thread %s: %s", ref.key, exc.code)
+            return {}
+        pngs = [f for f in shared if str(f.get("name", "")).lower().endswith(".png")]
+        for file in pngs[:CHARTS_MAX]:
+            if file.get("size", 0) > CHART_MAX_BYTES:
+                continue
+            try:
+                data = b"".join([chunk async for chunk in self.files.stream(file)])
+            except Exception as exc:  # one chart fewer in the notebook
+                log.warning("could not fetch %s for the notebook: %s", file.get("name"), exc)
+                continue
+            if len(data) <= CHART_MAX_BYTES and data.startswith(PNG):
+                charts[str(file["name"])] = data
+        return charts
 
     async def _refused(self, click: Click) -> bool:
         refusal = self.policy.refusal(click.channel, click.user)

@@ -281,6 +281,14 @@ class SlackWeb:
         call = lambda: self.client.canvases_delete(canvas_id=canvas_id)  # noqa: E731
         await self._call("canvases.delete", call)
 
+    async def thread_files(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+        """The file objects shared in a thread's messages (its first 200 messages)."""
+        call = lambda: self.client.conversations_replies(  # noqa: E731
+            channel=channel, ts=thread_ts, limit=200
+        )
+        response = await self._call("conversations.replies", call)
+        return [f for m in response.get("messages") or [] for f in m.get("files") or []]
+
     async def file_info(self, file_id: str) -> dict[str, Any]:
         """A file's whole object (files.info)."""
         response = await self._call("files.info", lambda: self.client.files_info(file=file_id))

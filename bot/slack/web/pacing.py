@@ -26,6 +26,7 @@ PER_MINUTE = {
     "chat.appendStream": TIER_4,
     "assistant.threads.setSuggestedPrompts": TIER_4,
     "assistant.threads.setTitle": TIER_4,
+    "conversations.replies": TIER_3,
     "canvases.create": TIER_2,
     "canvases.edit": TIER_3,
     "canvases.access.set": TIER_3,
