@@ -92,7 +92,7 @@ async def test_model_api_faults(sandbox_root: Path, monkeypatch) -> None:
 
 async def test_buddy_faults_seen_from_the_thread(sandbox_root: Path, monkeypatch) -> None:
     async with running_bot(
-        "buddy", one_step, sandbox_root, monkeypatch, buddy_ready_timeout_s=1
+        "buddy", one_step, sandbox_root, monkeypatch, buddy_ready_timeout_s=5
     ) as h:
         assert h.buddy is not None
         # Bursts of 5xx and a 429 on reads, on the way to an answer.

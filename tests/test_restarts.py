@@ -14,6 +14,7 @@ from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
 from tests.support import POPULATION_CSV, settings_env
 
 LIST_UPLOADS = "import os; print(sorted(os.listdir('/buddy/work/uploads')))"
+SLOW = "sleep 30.125"  # a command no other test runs: its process is found by it
 
 
 def last_question(req: ModelRequest) -> str:
@@ -31,13 +32,9 @@ def script(req: ModelRequest) -> Reply:
     if results and "--- stdout ---" in results[-1].text:
         listing = results[-1].text.split("--- stdout ---\n")[1].split("\n")[0]
         return Reply([text(f"files: {listing} (turns so far: {req.turn})")])
-    code = "sleep 30" if last_question(req) == "slow" else LIST_UPLOADS
+    code = SLOW if last_question(req) == "slow" else LIST_UPLOADS
     return Reply(
-        [
-            tool_use(
-                "run_code", {"language": "bash" if code == "sleep 30" else "python", "code": code}
-            )
-        ]
+        [tool_use("run_code", {"language": "bash" if code == SLOW else "python", "code": code})]
     )
 
 
@@ -116,10 +113,13 @@ async def test_sigterm_lets_a_short_run_finish(sandbox_root: Path, monkeypatch) 
 
 
 def _sleeping() -> bool:
-    """Whether a `sleep 30` of a local sandbox is running on this host."""
+    """Whether the slow question's `sleep` is running on this host."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x0030\x00":
+            if (
+                Path(f"/proc/{pid}/cmdline").read_bytes()
+                == SLOW.replace(" ", "\0").encode() + b"\0"
+            ):
                 return True
         except OSError:
             continue

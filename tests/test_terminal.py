@@ -14,7 +14,8 @@ import pytest
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = "sleep 61.234"
+# A command each case can find running (its own: the cases may run at once, in workers).
+MARKERS = {"bash": "sleep 61.234", "python": "sleep 61.345"}
 
 
 def bot_env(sandbox_root: Path, **extra: str) -> dict[str, str]:
@@ -23,14 +24,17 @@ def bot_env(sandbox_root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def stray_processes() -> list[str]:
+def stray_processes(marker: str) -> list[str]:
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return [line for line in ps.stdout.splitlines() if MARKER in line and "ps -eo" not in line]
+    return [line for line in ps.stdout.splitlines() if marker in line and "ps -eo" not in line]
 
 
 @pytest.mark.parametrize(
     ("language", "code"),
-    [("bash", MARKER), ("python", f"import subprocess\nsubprocess.run({MARKER.split()!r})")],
+    [
+        ("bash", MARKERS["bash"]),
+        ("python", f"import subprocess\nsubprocess.run({MARKERS['python'].split()!r})"),
+    ],
     ids=["bash", "python-kernel"],
 )
 async def test_ctrl_c_kills_the_command_and_destroys_the_sandbox(
@@ -49,17 +53,17 @@ async def test_ctrl_c_kills_the_command_and_destroys_the_sandbox(
         )  # fmt: skip
         assert proc.stdout is not None
         seen = b""
-        while b"61.234" not in seen:
+        while MARKERS[language].split()[1].encode() not in seen:
             seen += await asyncio.wait_for(proc.stdout.readline(), 20)
         await asyncio.sleep(0.5)  # the command is running in the sandbox now
-        assert stray_processes(), "the command should be running"
+        assert stray_processes(MARKERS[language]), "the command should be running"
         proc.send_signal(signal.SIGINT)
         exit_code = await asyncio.wait_for(proc.wait(), 15)
         err = (await proc.stderr.read()).decode()
 
     assert exit_code == 130, err
     assert "Cancelled" in err and "Traceback" not in err
-    assert stray_processes() == []
+    assert stray_processes(MARKERS[language]) == []
     assert list(sandbox_root.iterdir()) == []
     assert len(fake.requests) == 1
 
