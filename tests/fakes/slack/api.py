@@ -146,7 +146,7 @@ METHOD_SCOPES = {
     "canvases.delete": "canvases:write",
     "canvases.sections.lookup": "canvases:read",
     "canvases.getContent": "canvases:read",
-    "agents.sessions.setStatus": "chat:write",  # slack-data-surfaces §6.2, §6.3
+    "agents.sessions.setStatus": "chat:write",  # docs.slack.dev: both methods, chat:write
     "agents.sessions.rename": "chat:write",
 }
 HISTORY_SCOPES = {"channel": "channels:history", "group": "groups:history", "im": "im:history"}

@@ -40,7 +40,7 @@ PER_MINUTE = {
     "canvases.delete": TIER_3,
     "canvases.getContent": TIER_3,  # no tier published; taken as its neighbours'
     "blocks.validate": TIER_3,  # no tier published; taken as the canvas methods'
-    "agents.sessions.setStatus": TIER_3,  # slack-data-surfaces §6.2
+    "agents.sessions.setStatus": TIER_3,  # docs.slack.dev: methods/agents.sessions.setStatus
     "agents.sessions.rename": TIER_3,
     "views.open": TIER_4,  # its method page
 }

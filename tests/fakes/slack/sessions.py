@@ -1,5 +1,6 @@
 """Slack's agent sessions in the fake: a thread's session status, its title, and the native
-stop button a person presses (slack-data-surfaces.md §6, §10.6).
+stop button a person presses (docs.slack.dev: ai/agent-sessions, the agents.sessions.*
+methods, the agent_session_stopped event).
 
 - ``agents.sessions.setStatus`` takes a JSON body (as slack_sdk sends it; a form body is
   ``invalid_arguments``) of ``channel_id`` and ``status`` (active, processing, suspended
