@@ -215,9 +215,12 @@ async def test_a_sandbox_that_finds_no_slot_is_refused_with_a_reason(sandbox_roo
 
 # -- the disk quota, when no call is running and where the sandbox writes --
 
+# The thread waits a moment, so that its cell has surely returned (on a busy machine the
+# call can take longer than the writer needs to pass the quota) before it starts writing.
 WRITE_AFTER_RETURN = """
-import os, threading
+import os, threading, time
 def fill():
+    time.sleep(2)
     block = os.urandom(1 << 20)
     os.makedirs('/buddy/work/fill', exist_ok=True)
     for i in range(256):
