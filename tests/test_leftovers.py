@@ -19,8 +19,9 @@ def test_a_process_naming_a_sandbox_root_is_found_until_it_ends() -> None:
     command = ["sh", "-c", "sleep 30; true", str(root / "lcl-1" / "work")]
     process = subprocess.Popen(command, start_new_session=True)
     try:
-        for _ in range(100):  # until the child has exec'd `sleep`
-            if survivors([root]):
+        for _ in range(250):  # until the child has exec'd `sleep` (until then, a forked
+            # copy of the shell names the root too)
+            if [pid for pid, _ in survivors([root])] == [process.pid]:
                 break
             time.sleep(0.02)
         assert [pid for pid, _ in survivors([root])] == [process.pid]

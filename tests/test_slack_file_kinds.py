@@ -12,6 +12,10 @@ from tests.slack_harness import CHANNEL, running_bot
 CSV = b"country,year\nChad,2010\nPeru,2020\n"
 
 
+def saved(sandbox_root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sandbox_root.glob("lcl-*/work/uploads/*")}
+
+
 def echo(req: ModelRequest) -> Reply:
     return Reply([text("seen")])
 
@@ -31,8 +35,9 @@ async def test_slack_files_are_told_by_their_bytes(sandbox_root: Path, monkeypat
             20,
         )
         texts = h.texts(thread)
+        expected = {"export": CSV, "notes.txt": CSV, "packed.csv": CSV}  # saved unpacked
+        # a file's note can come before its last bytes are on disk
+        await h.slack.wait_for(lambda: saved(sandbox_root) == expected, 20)
     for name in ("export", "notes.txt", "packed.csv"):
         assert f"*{name}* · CSV · 2 rows × 2 columns" in texts
     assert "Skipped chart.csv: it is a PNG image, not a data file. I take CSV," in texts
-    uploads = {p.name: p.read_bytes() for p in sandbox_root.glob("lcl-*/work/uploads/*")}
-    assert uploads == {"export": CSV, "notes.txt": CSV, "packed.csv": CSV}  # saved unpacked

@@ -101,7 +101,8 @@ async def test_a_thread_resumes_on_its_stopped_sandbox(sandbox_root: Path, monke
     assert [r.path for r in buddy.requests_to("POST", r"/start$")] == [
         f"/workspaces/acme/sandboxes/{outcome.sandbox.id}/start"
     ]
-    statuses = [status for _, status, _ in outcome.sandbox.history]
+    # (after the resume, a slow machine may see Buddy stop the quiet sandbox again)
+    statuses = [status for _, status, _ in outcome.sandbox.history][:7]
     assert statuses == [
         *("STARTING", "RUNNING", "STOPPING", "STOPPED"),
         *("STARTING", "RESTORING", "RUNNING"),  # waited through, disk attached again
