@@ -68,11 +68,12 @@ class ResultsPoster:
         charts = [(c, b) for c in data.charts[:CHARTS_MAX] if (b := _block(c)) is not None]
         tables = data.tables[:TABLES_MAX]
         csvs = {i: name or _csv_name(t.caption, taken) for i, (t, name) in enumerate(tables)}
-        count = max(len(tables), -(-len(charts) // render_data.charts_per_message), 1)
+        per = render_data.charts_per_message
+        count = max(len(tables), -(-len(charts) // per), 1)
         uploads = []
         for i in range(count):
             table = tables[i] if i < len(tables) else None
-            pair = charts[2 * i : 2 * i + 2]
+            pair = charts[per * i : per * (i + 1)]
             canvas = data.canvas_id if i == 0 else None
             if table is None and not pair and canvas is None:
                 continue

@@ -52,7 +52,7 @@ def modal(run: RunRecord | None, calls: Sequence[ToolCallRecord]) -> dict[str, A
         room -= len(drawn)
         shown += 1
     if lost and room >= 2 and shown == len(run.figures) - len(lost):
-        names = ", ".join(escape(fit(str(f.get("text") or "?"), FIGURE_MAX)) for f in lost)
+        names = ", ".join(_said(f) for f in lost)
         blocks += [
             {"type": "divider"},
             section(f"*{notes.FIGURE_NOT_FOUND.capitalize()}:* {names}"),
@@ -74,11 +74,16 @@ def step_blocks(step: int, call: ToolCallRecord | None) -> list[dict[str, Any]]:
 
 def figure_block(figure: dict[str, Any]) -> dict[str, Any]:
     """A figure and the output line that printed it."""
-    said = f"*{escape(fit(str(figure.get('text') or '?'), FIGURE_MAX))}*"
+    said = f"*{_said(figure)}*"
     line = str(figure.get("line") or "")
     if not line.strip():
         return section(said)
     return section(f"{said} · {notes.OUTPUT_LINE}\n{code_block(line, LINE_MAX)}")
+
+
+def _said(figure: dict[str, Any]) -> str:
+    """A figure as the answer wrote it, escaped and clipped for mrkdwn."""
+    return escape(fit(str(figure.get("text") or "?"), FIGURE_MAX))
 
 
 def _call_of(
