@@ -4,6 +4,7 @@ folders pass the quota, the model is told, and an upload that would not fit is r
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -59,7 +60,32 @@ async def test_a_writer_that_loops_is_stopped_at_the_quota(
     # the gigabytes a minute of writing would leave
     assert used(sandbox_root) < QUOTA + (128 << 20)
     cleanup = await sandbox.run_code("bash", "rm -rf /buddy/work/out/fill && echo gone", 30)
-    assert cleanup.status == "ok" and "gone" in cleanup.stdout.text
+    assert cleanup.status == "ok" and "gone" in cleanup.stdout.text, cleanup
+
+
+async def test_a_session_over_its_quota_may_still_clean_up_but_not_grow(
+    sandbox: LocalSandbox, sandbox_root: Path
+) -> None:
+    big = next(sandbox_root.glob("lcl-*")) / "work" / "big.bin"
+
+    def past_the_quota() -> None:  # as a file from before the limit was lowered would be
+        big.write_bytes(os.urandom(QUOTA + (4 << 20)))
+        if sandbox.uid is not None:
+            os.chown(big, sandbox.uid, sandbox.uid)
+
+    past_the_quota()
+    # each call adds a little before it can delete anything (its container's folders, the
+    # kernel's start, a note), and the watcher looks many times during each pause
+    started = await sandbox.run_code("python", "import time; time.sleep(1.5); print('up')", 30)
+    tidy = "echo kept > /buddy/work/note.txt; sleep 1.5; rm /buddy/work/big.bin && echo gone"
+    cleaned = await sandbox.run_code("bash", tidy, 30)
+    past_the_quota()
+    grow = "for i in 1 2 3 4; do head -c 4194304 /dev/urandom > /buddy/work/$i.bin; done; sleep 5"
+    grown = await sandbox.run_code("bash", grow, 30)
+
+    assert started.status == "ok" and started.stdout.text == "up\n", started
+    assert cleaned.status == "ok" and cleaned.stdout.text == "gone\n", cleaned
+    assert grown.status == "killed" and "disk quota" in grown.note, grown
 
 
 async def test_one_file_cannot_pass_the_quota(sandbox: LocalSandbox) -> None:

@@ -250,7 +250,7 @@ async def test_a_thread_left_writing_after_its_cell_returned_is_stopped(
         await provider.close()
     assert not (home / "work/finished").exists()
     assert held < (32 << 20) + (128 << 20)
-    assert after.stdout.text == "next\n" and "Since the last call" in after.note
+    assert after.stdout.text == "next\n" and "Since the last call" in after.note, after
     assert "disk quota" in after.note
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,14 +16,13 @@ from tests.leftovers import survivors
 def test_a_process_naming_a_sandbox_root_is_found_until_it_ends() -> None:
     root = Path(tempfile.gettempdir()) / "sandbox-root-leftover-probe"
     other = Path(tempfile.gettempdir()) / "sandbox-root-someone-else"
-    # the shell's own command line names the root ($0); it waits for its sleep
-    command = ["sh", "-c", "sleep 30; true", str(root / "lcl-1" / "work")]
+    # one process whose command line names the root (no fork, whose copy would name it too
+    # until it exec'd); Popen may return before the new program's command line is set
+    command = [sys.executable, "-c", "import time; time.sleep(60)", str(root / "lcl-1" / "work")]
     process = subprocess.Popen(command, start_new_session=True)
     try:
-        for _ in range(250):  # until the child has exec'd `sleep` (until then, a forked
-            # copy of the shell names the root too)
-            if [pid for pid, _ in survivors([root])] == [process.pid]:
-                break
+        deadline = time.monotonic() + 30
+        while not survivors([root]) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert [pid for pid, _ in survivors([root])] == [process.pid]
         assert survivors([other]) == []

@@ -11,7 +11,10 @@ The folders are work/, data/, and the container's /tmp and /dev/shm (on disk und
 sandbox's folder, not in RAM).
 A session already over its quota (a file uploaded before the limit was lowered, or what a
 writer left as it was stopped) may still run code that deletes files: the sandbox is
-stopped only when its folders grow past `max(quota, what they held when the call began)`.
+stopped only when its folders grow past `max(quota, what they held when the call began +
+HEADROOM)`. The headroom is for what any call adds before its code can delete anything:
+the folders the bot makes for each new container (its /tmp and /dev/shm), a shell's small
+files. Without it a session at its quota could run nothing, not even the clean-up.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ POLL_S, MAX_POLL_S = 0.02, 1.0  # between two measurements
 FASTEST_WRITE = 2 << 30  # bytes a second a writer may manage (page cache): far from the
 # quota the watcher looks seldom, close to it every POLL_S
 FASTEST_CREATE = 200_000  # files a second a loop may create
+HEADROOM = Usage(1 << 20, 64)  # bytes and inodes a call may add to folders past the quota
 
 
 def used_bytes(folders: list[Path]) -> int:
@@ -136,9 +140,11 @@ class DiskQuota:
         self.unseen = self.unseen or not any(watch.call for watch in self._watches)
 
     def _ceiling(self, used: Usage) -> Usage:
-        """What the folders may hold: the quota, or what they hold now if more."""
-        inodes = max(self.max_files, used.inodes) if self.max_files else 1 << 62
-        return Usage(max(self.limit, used.bytes), inodes)
+        """What the folders may hold: the quota, or what they hold now (and a little) if
+        more."""
+        room = used + HEADROOM
+        inodes = max(self.max_files, room.inodes) if self.max_files else 1 << 62
+        return Usage(max(self.limit, room.bytes), inodes)
 
     @staticmethod
     def _pause(ceiling: Usage, used: Usage, walk_s: float) -> float:
