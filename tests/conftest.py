@@ -8,9 +8,10 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and not os.environ.get("SANDBOX_UID_BASE"):
     os.environ["SANDBOX_UID_BASE"] = str(200_000 + 1_000 * int(_WORKER[2:]))
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         listed = "\n".join(f"  pid {pid}: {cmd[:300]}" for pid, cmd in left)
         print(f"\nSandbox processes outlived the suite:\n{listed}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failure's report parses the test's source; CPython 3.11's AST converter keeps one
+    depth counter for all threads (python/cpython#106905), so a parse in another thread at
+    that moment raises SystemError and takes the worker down with it. The report is made
+    again: the clash is of one moment."""
+    try:
+        return (yield)
+    except SystemError as exc:
+        if "recursion depth mismatch" not in str(exc):
+            raise
+        for _ in range(3):
+            with contextlib.suppress(SystemError):
+                return pytest.TestReport.from_item_and_call(item, call)
+        raise
