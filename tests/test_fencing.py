@@ -27,7 +27,8 @@ from tests.support import Recorder, file_chunks, settings_for
 from tests.test_engine import KEY, engine_on
 from tests.test_replicas import INTERRUPTED, ask, mention, steps
 
-LEASE_S = 3  # short, so the frozen replica's lease lapses soon; renewed every second
+LEASE_S = 6  # short, so the frozen replica's lease lapses soon; renewed every 2 s, so the
+# other keeps its own through a 4 s stall of a busy machine
 STOPPED_HERE = "taken over by another replica; stopping here"
 
 
@@ -72,14 +73,21 @@ async def test_the_reaper_leaves_the_sandbox_of_a_thread_taken_over(sandbox_root
         try:
             await engine.adopt(KEY)
             assert isinstance(await (await engine.ask(KEY, "hello", user="U1")), RunFinished)
-            sandbox_id = engine.sandbox_id(KEY)
-            # The answer comes before the run's end is written: the takeover comes after it
-            # (else the end's write is the one refused, and the copy leaves memory before
-            # the reaper can show what it does with a stale copy)
-            for _ in range(1000):
-                if not await store.runs_in_flight():
+
+            # The answer comes before the run's end is written, and a run with no tool call
+            # may end before its sandbox is up: the takeover comes after both (else a write
+            # of this copy's is refused and it leaves memory before the reaper can show
+            # what it does with a stale copy)
+            async def settled() -> bool:
+                record = await store.get_session(KEY)
+                return not await store.runs_in_flight() and bool(record and record.sandbox_id)
+
+            for _ in range(3000):
+                if await settled():
                     break
                 await asyncio.sleep(0.02)
+            sandbox_id = engine.sandbox_id(KEY)
+            assert sandbox_id is not None
             elsewhere = SqliteStore(store.path)
             await elsewhere.open()
             await elsewhere.fence(KEY)  # another owner took the thread and uses its sandbox
@@ -90,7 +98,7 @@ async def test_the_reaper_leaves_the_sandbox_of_a_thread_taken_over(sandbox_root
                     reaped += await engine.reap()
                     await asyncio.sleep(0.02)
             record = await store.get_session(KEY)
-            sandbox = await runtime.provider.attach(sandbox_id)  # type: ignore[arg-type]
+            sandbox = await runtime.provider.attach(sandbox_id)
         finally:
             await engine.shutdown(0)
             await runtime.close()

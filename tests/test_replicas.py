@@ -12,7 +12,8 @@ from tests.slack_harness import CHANNEL, all_text
 from tests.support import settings_env
 
 INTERRUPTED = "The bot restarted while working on this thread"
-LEASE_S = 3  # short, so a killed replica's lease lapses soon; renewed every second
+LEASE_S = 6  # short, so a killed replica's lease lapses soon; renewed every 2 s, so the
+# survivor keeps its own through a 4 s stall of a busy machine
 
 
 async def ask(r: Replicas, thread: str, words: str, *, to: int | None = None) -> int:
