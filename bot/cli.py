@@ -18,7 +18,7 @@ from pathlib import Path
 from bot.compose import build_store
 from bot.errors import ConfigError
 from bot.logs import configure_logging
-from bot.sessions.notebook_store import notebook_text, thread_notebook
+from bot.sessions.notebook_store import notebook_text, saved_charts, thread_notebook
 from bot.settings import load_settings
 from bot.slack.app import serve
 from bot.store.base import SessionRecord, Store
@@ -39,6 +39,13 @@ def parser() -> argparse.ArgumentParser:
         "--out",
         metavar="FILE",
         help="with --ipynb: where to write it (default: <thread>.ipynb here; - for stdout)",
+    )
+    sessions.add_argument(
+        "--charts",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="with --ipynb: where `ask --out` saved the charts the notebook shows (default: here)",
     )
     asking = commands.add_parser("ask", help="analyse data from the terminal")
     asking.add_argument("question", help="what to find out")
@@ -142,7 +149,7 @@ async def list_or_export(args: argparse.Namespace) -> int:
             print("--out is for --ipynb; the JSONL goes to stdout.", file=sys.stderr)
             return 2
         if args.ipynb:
-            return await export_notebook(store, matches[0], args.out)
+            return await export_notebook(store, matches[0], args.out, args.charts)
         for call in await store.tool_calls(key):
             print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
         for rating in await store.feedback(key):
@@ -158,9 +165,13 @@ async def list_or_export(args: argparse.Namespace) -> int:
         await store.close()
 
 
-async def export_notebook(store: Store, session: SessionRecord, out: str | None) -> int:
-    """Write the session's notebook to `out` (default `<thread>.ipynb` here; "-": stdout)."""
-    text = await notebook_text(await thread_notebook(store, session.key))
+async def export_notebook(
+    store: Store, session: SessionRecord, out: str | None, charts: Path
+) -> int:
+    """Write the session's notebook to `out` (default `<thread>.ipynb` here; "-": stdout),
+    with the charts its steps saved that are found in `charts`."""
+    saved = await saved_charts(charts, await store.tool_calls(session.key))
+    text = await notebook_text(await thread_notebook(store, session.key, saved))
     if out == "-":
         print(text, end="")
         return 0

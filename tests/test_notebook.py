@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
+import os
 import re
 import warnings
 from collections.abc import AsyncIterator
@@ -23,6 +25,7 @@ from bot.cli import main
 from bot.sandbox.base import ExecResult, Output, Sandbox, SandboxSpec
 from bot.sandbox.local import LocalProvider
 from bot.sessions.notebook import SETUP_CODE, notebook
+from bot.sessions.notebook_store import saved_charts
 from bot.store.base import FileRecord, RunRecord, SessionRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, tool_use
@@ -564,3 +567,63 @@ def test_a_terminal_session_exports_a_notebook_that_reruns(
             await provider.close()
 
     asyncio.run(again())
+
+
+CHART_CODE = (
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "plt.bar(['2000', '2020'], [6.1, 7.8])\nplt.savefig('/buddy/work/out/world.png')\n"
+    "print('saved')"
+)
+
+
+def charting(req: Any) -> Reply:
+    if req.tool_results():
+        return Reply([text_block("The chart of world population is saved as world.png.")])
+    return Reply([tool_use("run_code", {"language": "python", "code": CHART_CODE})])
+
+
+def test_a_terminal_sessions_notebook_shows_the_charts_ask_saved(
+    sandbox_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    with model_in_thread(charting) as fake:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("REDIS_URL", raising=False)
+        for name, value in {
+            "ANTHROPIC_API_KEY": "sk-ant-test-secret",
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "SANDBOX_BACKEND": "local",
+            "SANDBOX_ROOT": str(sandbox_root),
+            "MODEL_RETRY_DELAY_S": "0.01",
+        }.items():
+            monkeypatch.setenv(name, value)
+        argv = ["ask", "--session", "world", "--out", "saved", "plot the world"]
+        assert main(argv) == 0, capsys.readouterr()
+    png = (tmp_path / "saved" / "world.png").read_bytes()
+    assert main(["sessions", "export", "world", "--ipynb", "--charts", "saved"]) == 0
+    assert main(["sessions", "export", "world", "--ipynb", "--out", "bare.ipynb"]) == 0
+
+    step = next(c for c in validated(nbformat.read("world.ipynb", 4)).cells if "plt.bar" in text(c))
+    shown = [o for o in step.outputs if o.output_type == "display_data"]
+    assert [base64.b64decode(o.data["image/png"]) for o in shown] == [png]
+    bare = validated(nbformat.read("bare.ipynb", 4))  # here, no chart was saved
+    assert not [o for c in bare.cells if c.cell_type == "code" for o in c.outputs if "data" in o]
+
+
+async def test_charts_for_a_notebook_are_png_files_read_without_following_links(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "host.png").write_bytes(PNG + b"a host file")
+    (tmp_path / "saved").mkdir()
+    saved = tmp_path / "saved"
+    (saved / "ok.png").write_bytes(PNG + b"drawn")
+    (saved / "link.png").symlink_to(tmp_path / "host.png")
+    os.mkfifo(saved / "fifo.png")  # would block a plain read for ever
+    (saved / "fake.png").write_bytes(b"GIF89a not a png")
+    (saved / "huge.png").write_bytes(PNG + bytes(6 << 20))
+    names = ["ok.png", "link.png", "fifo.png", "fake.png", "huge.png", "missing.png"]
+    code = "\n".join(f"plt.savefig('/buddy/work/out/{name}')" for name in names)
+    call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
+
+    assert await saved_charts(saved, [call]) == {"ok.png": PNG + b"drawn"}
+    assert await saved_charts(saved, [dataclasses.replace(call, code="print(1)")]) == {}

@@ -5,12 +5,22 @@ Notebook button in Slack alike."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import re
+import stat
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from bot.sessions.notebook import notebook
 from bot.store.base import Store, ToolCallRecord
+
+CHARTS_MAX = 20  # the PNGs a notebook takes
+CHART_MAX_BYTES = 5 << 20  # each
+PNG = b"\x89PNG\r\n\x1a\n"
+PNG_NAME = re.compile(r"[\w.-]+\.png", re.IGNORECASE)
 
 
 async def thread_notebook(
@@ -41,6 +51,33 @@ def chart_steps(calls: Sequence[ToolCallRecord], charts: Mapping[str, bytes]) ->
         if savers:
             images.setdefault(savers[-1].call_id, []).append(png)
     return images
+
+
+def is_png(data: bytes) -> bool:
+    return len(data) <= CHART_MAX_BYTES and data.startswith(PNG)
+
+
+async def saved_charts(folder: Path, calls: Sequence[ToolCallRecord]) -> dict[str, bytes]:
+    """The charts the steps name that a terminal session saved in `folder` (`ask --out`):
+    PNG files only, by name, no link followed (the files came out of the sandbox)."""
+    named = dict.fromkeys(n for c in calls for n in PNG_NAME.findall(c.code + c.excerpt))
+    charts: dict[str, bytes] = {}
+    for name in list(named)[:CHARTS_MAX]:
+        data = await asyncio.to_thread(_read_png, folder / name)
+        if data is not None:
+            charts[name] = data
+    return charts
+
+
+def _read_png(path: Path) -> bytes | None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None  # a FIFO or a device would block, or never end
+            data = file.read(CHART_MAX_BYTES + 1)
+            return data if is_png(data) else None
+    return None
 
 
 async def notebook_text(book: dict[str, Any]) -> str:

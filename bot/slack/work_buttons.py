@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from bot.sessions.notebook_store import notebook_text, thread_notebook
+from bot.sessions.notebook_store import (
+    CHART_MAX_BYTES,
+    CHARTS_MAX,
+    is_png,
+    notebook_text,
+    thread_notebook,
+)
 from bot.slack import notes, render, show_work
 from bot.slack.files import SlackFiles
 from bot.slack.policy import Policy
@@ -24,11 +30,6 @@ from bot.slack.web.errors import SlackError
 from bot.store.base import Store
 
 log = logging.getLogger(__name__)
-
-
-CHARTS_MAX = 20  # the thread's PNGs a notebook takes
-CHART_MAX_BYTES = 5 << 20
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 class WorkButtons:
@@ -93,7 +94,7 @@ class WorkButtons:
             except Exception as exc:  # one chart fewer in the notebook
                 log.warning("could not fetch %s for the notebook: %s", file.get("name"), exc)
                 continue
-            if len(data) <= CHART_MAX_BYTES and data.startswith(PNG):
+            if is_png(data):
                 charts[str(file["name"])] = data
         return charts
 
