@@ -524,6 +524,22 @@ TOTAL_CODE = (
 )
 
 
+def in_terminal(
+    monkeypatch: pytest.MonkeyPatch, here: Path, model_url: str, sandbox_root: Path
+) -> None:
+    """`python -m bot ask` run from `here`, against the fake model and the local sandbox."""
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    for name, value in {
+        "ANTHROPIC_API_KEY": "sk-ant-test-secret",
+        "ANTHROPIC_BASE_URL": model_url,
+        "SANDBOX_BACKEND": "local",
+        "SANDBOX_ROOT": str(sandbox_root),
+        "MODEL_RETRY_DELAY_S": "0.01",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 def analyst(req: Any) -> Reply:
     """Totals 2020 with one Python step, then answers with the figure it printed."""
     if results := req.tool_results():
@@ -537,16 +553,7 @@ def test_a_terminal_session_exports_a_notebook_that_reruns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     with model_in_thread(analyst) as fake:
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.delenv("REDIS_URL", raising=False)
-        for name, value in {
-            "ANTHROPIC_API_KEY": "sk-ant-test-secret",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "SANDBOX_BACKEND": "local",
-            "SANDBOX_ROOT": str(sandbox_root),
-            "MODEL_RETRY_DELAY_S": "0.01",
-        }.items():
-            monkeypatch.setenv(name, value)
+        in_terminal(monkeypatch, tmp_path, fake.base_url, sandbox_root)
         argv = ["ask", "--csv", str(POPULATION_CSV), "--session", "pop", "total for 2020"]
         assert main(argv) == 0, capsys.readouterr()
     assert main(["sessions", "export", "pop", "--ipynb"]) == 0
@@ -587,16 +594,7 @@ def test_a_terminal_sessions_notebook_shows_the_charts_ask_saved(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     with model_in_thread(charting) as fake:
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.delenv("REDIS_URL", raising=False)
-        for name, value in {
-            "ANTHROPIC_API_KEY": "sk-ant-test-secret",
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "SANDBOX_BACKEND": "local",
-            "SANDBOX_ROOT": str(sandbox_root),
-            "MODEL_RETRY_DELAY_S": "0.01",
-        }.items():
-            monkeypatch.setenv(name, value)
+        in_terminal(monkeypatch, tmp_path, fake.base_url, sandbox_root)
         argv = ["ask", "--session", "world", "--out", "saved", "plot the world"]
         assert main(argv) == 0, capsys.readouterr()
     png = (tmp_path / "saved" / "world.png").read_bytes()
