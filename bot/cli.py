@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -170,7 +171,7 @@ async def export_notebook(
 ) -> int:
     """Write the session's notebook to `out` (default `<thread>.ipynb` here; "-": stdout),
     with the charts its steps saved that are found in `charts`."""
-    saved = await saved_charts(charts, await store.tool_calls(session.key))
+    saved = functools.partial(saved_charts, charts)
     text = await notebook_text(await thread_notebook(store, session.key, saved))
     if out == "-":
         print(text, end="")

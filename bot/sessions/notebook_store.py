@@ -10,7 +10,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,15 @@ PNG = b"\x89PNG\r\n\x1a\n"
 PNG_NAME = re.compile(r"[\w.-]+\.png", re.IGNORECASE)
 
 
+# The charts a notebook shows (image name -> PNG bytes), given the thread's steps.
+ChartSource = Callable[[Sequence[ToolCallRecord]], Awaitable[Mapping[str, bytes]]]
+
+
 async def thread_notebook(
-    store: Store, key: str, charts: Mapping[str, bytes] | None = None
+    store: Store, key: str, charts: ChartSource | None = None
 ) -> dict[str, Any]:
-    """The notebook (nbformat 4.5 JSON) of the session `key`; `charts` (image name ->
-    PNG bytes) become the image outputs of the steps that saved them."""
+    """The notebook (nbformat 4.5 JSON) of the session `key`; the `charts` found for its
+    steps become the image outputs of the steps that saved them."""
     calls = await store.tool_calls(key)
     # The runs that made steps; a question answered without any is found in the history.
     run_ids = list(dict.fromkeys(c.run_id for c in calls))
@@ -38,7 +42,7 @@ async def thread_notebook(
         await store.load_history(key),
         await store.files(key),
         archived=await store.archived_history(key),
-        images=chart_steps(calls, charts or {}),
+        images=chart_steps(calls, await charts(calls) if charts else {}),
     )
 
 

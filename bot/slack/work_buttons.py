@@ -12,7 +12,9 @@ the feedback and Continue buttons.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Sequence
 
 from bot.sessions.notebook_store import (
     CHART_MAX_BYTES,
@@ -27,7 +29,7 @@ from bot.slack.policy import Policy
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError
-from bot.store.base import Store
+from bot.store.base import Store, ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +71,14 @@ class WorkButtons:
         ref = ThreadRef.parse(run.key) if run else None
         if run is None or ref is None:
             raise LookupError(f"no Slack run {run_id!r} in the store")
-        charts = await self._charts(ref)
+        charts = functools.partial(self._charts, ref)
         text = await notebook_text(await thread_notebook(self.store, run.key, charts))
         item = render.upload(f"{ref.ts}.ipynb", text.encode())
         await self.web.upload(ref.channel, ref.ts, [item], None)
 
-    async def _charts(self, ref: ThreadRef) -> dict[str, bytes]:
-        """The PNGs shared in the thread (the run's charts among them), by name; any
-        that cannot be fetched are left out of the notebook."""
+    async def _charts(self, ref: ThreadRef, _steps: Sequence[ToolCallRecord]) -> dict[str, bytes]:
+        """The PNGs shared in the thread (the run's charts among them, whatever the steps
+        name), by name; any that cannot be fetched are left out of the notebook."""
         if self.files is None:
             return {}
         charts: dict[str, bytes] = {}
