@@ -25,6 +25,7 @@ from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
 from bot.settings import load_settings
+from bot.terminal.printable import printable
 from bot.terminal.render import TerminalView
 
 CHUNK = 1 << 20
@@ -53,7 +54,7 @@ async def ask(args: argparse.Namespace) -> int:
     try:
         return await _converse(engine, key, name, args, repo)
     except BotError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(printable(f"Error: {exc}"), file=sys.stderr)
         return 1
     finally:
         await engine.shutdown(0)  # Ctrl-C: the running command is killed
@@ -71,9 +72,10 @@ async def _converse(
     for path in args.csv:
         source = {"path": str(path.resolve())}
         taken = await engine.add_file(key, path.name, local_file(source), source)
-        print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
+        print(printable(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)"))
         for card in taken.cards:
-            print("\n".join("    " + line for line in for_model(card, 150).splitlines()))
+            card_text = printable(for_model(card, 150))  # names and values from the file
+            print("\n".join("    " + line for line in card_text.splitlines()))
     question, code, user = args.question, 0, KEY_PREFIX + getpass.getuser()
     while question:
         result = await (await engine.ask(key, question, user=user))
@@ -94,7 +96,7 @@ async def _close(engine: Engine, key: str, *, keep: bool) -> None:
     sandbox_id = engine.sandbox_id(key)
     await engine.close(key, destroy=not keep)
     if keep and sandbox_id:
-        print(f"Kept sandbox {sandbox_id}.")
+        print(printable(f"Kept sandbox {sandbox_id}."))
 
 
 def local_file(source: dict[str, Any]) -> FileOpener:
