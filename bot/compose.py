@@ -18,7 +18,7 @@ from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
-from bot.sandbox.repo_net import FetchRules, parse_networks
+from bot.sandbox.repo_net import FetchRules, parse_networks, parse_ports
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
@@ -35,7 +35,11 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    rules = FetchRules(parse_networks(settings.repo_allowed_addresses), settings.repo_max_bytes)
+    rules = FetchRules(
+        parse_networks(settings.repo_allowed_addresses),
+        settings.repo_max_bytes,
+        ports=parse_ports(settings.repo_allowed_ports),
+    )
     limits = Limits(
         disk_bytes=settings.sandbox_disk_bytes,
         max_files=settings.sandbox_max_files,

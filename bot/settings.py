@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
-from bot.sandbox.repo_net import parse_networks
+from bot.sandbox.repo_net import parse_networks, parse_ports
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -104,6 +104,7 @@ class Settings(BaseSettings):
     # Private addresses or networks a repository host may resolve to anyway (a git server
     # inside); empty: public addresses only.
     repo_allowed_addresses: str = ""
+    repo_allowed_ports: str = "443,80"  # the ports a repository URL may name
     repo_max_bytes: int = Field(default=1 << 30, gt=0)  # a checkout, .git included
     slack_rate_scale: float = Field(default=1.0, gt=0)  # times Slack's rate tiers (pacing.py)
     max_turns: int = Field(default=15, ge=1, le=200)
@@ -128,6 +129,12 @@ class Settings(BaseSettings):
     @classmethod
     def _addresses(cls, value: str) -> str:
         parse_networks(value)  # a bad one raises ValueError, reported naming the variable
+        return value
+
+    @field_validator("repo_allowed_ports")
+    @classmethod
+    def _ports(cls, value: str) -> str:
+        parse_ports(value)
         return value
 
     @field_validator("redis_url")

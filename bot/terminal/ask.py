@@ -21,10 +21,11 @@ from bot.agent.events import RunFinished
 from bot.compose import Runtime, build_store
 from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
+from bot.sandbox.repo_net import parse_networks, parse_ports
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
-from bot.settings import load_settings
+from bot.settings import Settings, load_settings
 from bot.terminal.printable import printable
 from bot.terminal.render import TerminalView
 
@@ -43,8 +44,8 @@ async def ask(args: argparse.Namespace) -> int:
         raise ConfigError(f"No such file: {', '.join(missing)}")
     if args.session and not NAME.fullmatch(args.session):
         raise ConfigError("--session: use letters, digits, '.', '_' or '-' (up to 64).")
-    repo = check_repo_url(args.repo) if args.repo else None
     settings = load_settings()
+    repo = _checked_repo(args.repo, settings) if args.repo else None
     name = args.session or f"cli-{secrets.token_hex(4)}"
     store = build_store(settings)
     await store.open()
@@ -61,6 +62,12 @@ async def ask(args: argparse.Namespace) -> int:
         await _close(engine, key, keep=args.keep)
         await runtime.close()
         await store.close()
+
+
+def _checked_repo(url: str, settings: Settings) -> str:
+    """The --repo URL, if this bot would fetch it (the addresses and ports it allows)."""
+    allowed = parse_networks(settings.repo_allowed_addresses)
+    return check_repo_url(url, allowed=allowed, ports=parse_ports(settings.repo_allowed_ports))
 
 
 async def _converse(
