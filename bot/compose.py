@@ -14,6 +14,7 @@ import anthropic
 from bot.agent.model import build_client
 from bot.coord import Coordinator, LocalCoordinator
 from bot.coord.redis import RedisCoordinator
+from bot.folders import PRIVATE, own_folder, sandbox_root_mode
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
@@ -46,8 +47,9 @@ def build_provider(settings: Settings) -> SandboxProvider:
         sandbox_memory_bytes=settings.sandbox_memory_bytes,
         max_commands=settings.sandbox_max_commands,
     )
+    root = own_folder(settings.sandbox_root, sandbox_root_mode(), "SANDBOX_ROOT")
     return LocalProvider(
-        settings.sandbox_root,
+        root,
         limits,
         max_sandboxes=settings.max_sandboxes,
         wait_s=settings.sandbox_wait_s,
@@ -83,6 +85,7 @@ class Runtime:
     def from_settings(cls, settings: Settings, provider: SandboxProvider | None = None) -> Runtime:
         """`provider` replaces the one the settings describe (benchmarks bring their own)."""
         client = build_client(settings)
+        own_folder(settings.spool_dir, PRIVATE, "SPOOL_DIR")
         provider = provider or build_provider(settings)
         return cls(settings, client, provider, SessionFactory(settings, client, provider))
 
