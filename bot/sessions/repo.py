@@ -65,8 +65,9 @@ def _internal(host: str, rules: FetchRules) -> bool:
 
 async def check_resolves_public(url: str, rules: FetchRules = NO_RULES) -> None:
     """Refuse a host whose name resolves to a private, loopback or link-local address (a way
-    around the literal check), or that cannot be looked up in time. The local backend's
-    fetch checks again and connects to the address it checked; Buddy fetches by itself."""
+    around the literal check), or that cannot be looked up in time. For the local backend
+    only: its fetch checks again and connects to the address it checked. Buddy fetches and
+    resolves by itself, so a lookup on this host would prove nothing there."""
     try:
         await resolve_checked(url, rules)
     except RepoRefused as exc:
