@@ -25,6 +25,7 @@ from bot.settings import load_settings
 from bot.slack.app import serve
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
+from bot.terminal.printable import printable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -136,10 +137,11 @@ async def list_or_export(args: argparse.Namespace) -> int:
             for r in records:
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.last_activity))
                 where = "terminal" if r.key.startswith(KEY_PREFIX) else "slack"
-                print(
+                line = (
                     f"{where:8}  {r.key}  {r.state:6}  {r.sandbox_id or '-':16}  {when}  "
                     f"${r.cost_usd:.4f}  {prompt_line(r.prompt_tokens, r.window_tokens)}"
                 )
+                print(printable(line))  # ids another service chose
             return 0
         wanted = {args.thread, KEY_PREFIX + str(args.thread)}
         matches = [r for r in records if wanted & {r.key, r.thread_ts}]
