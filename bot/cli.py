@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bot.compose import build_store
 from bot.errors import ConfigError
@@ -24,6 +25,7 @@ from bot.settings import load_settings
 from bot.slack.app import serve
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
+from bot.terminal.printable import printable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -135,10 +137,11 @@ async def list_or_export(args: argparse.Namespace) -> int:
             for r in records:
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.last_activity))
                 where = "terminal" if r.key.startswith(KEY_PREFIX) else "slack"
-                print(
+                line = (
                     f"{where:8}  {r.key}  {r.state:6}  {r.sandbox_id or '-':16}  {when}  "
                     f"${r.cost_usd:.4f}  {prompt_line(r.prompt_tokens, r.window_tokens)}"
                 )
+                print(printable(line))  # ids another service chose
             return 0
         wanted = {args.thread, KEY_PREFIX + str(args.thread)}
         matches = [r for r in records if wanted & {r.key, r.thread_ts}]
@@ -152,18 +155,28 @@ async def list_or_export(args: argparse.Namespace) -> int:
         if args.ipynb:
             return await export_notebook(store, matches[0], args.out, args.charts)
         for call in await store.tool_calls(key):
-            print(json.dumps(dataclasses.asdict(call), ensure_ascii=False))
+            print(json_line(dataclasses.asdict(call)))
         for rating in await store.feedback(key):
-            print(json.dumps({"feedback": dataclasses.asdict(rating)}, ensure_ascii=False))
+            print(json_line({"feedback": dataclasses.asdict(rating)}))
         for run in await store.runs(key):  # with what their answers' figures came from
-            print(json.dumps({"run": dataclasses.asdict(run)}, ensure_ascii=False))
+            print(json_line({"run": dataclasses.asdict(run)}))
         # The conversation: what clearing and compaction replaced, then what the model is sent.
         for archived in await store.archived_history(key):
-            print(json.dumps({"archived": archived}, ensure_ascii=False))
-        print(json.dumps({"history": await store.load_history(key)}, ensure_ascii=False))
+            print(json_line({"archived": archived}))
+        print(json_line({"history": await store.load_history(key)}))
         return 0
     finally:
         await store.close()
+
+
+C1_AND_DEL = re.compile("[\x7f-\x9f]")
+
+
+def json_line(value: Any) -> str:
+    """One JSON line, safe on a terminal: JSON escapes the C0 controls itself, and the C1
+    ones (a CSI as one character) are escaped here too, the same data either way."""
+    line = json.dumps(value, ensure_ascii=False)
+    return C1_AND_DEL.sub(lambda m: f"\\u{ord(m[0]):04x}", line)
 
 
 async def export_notebook(

@@ -14,11 +14,12 @@ import anthropic
 from bot.agent.model import build_client
 from bot.coord import Coordinator, LocalCoordinator
 from bot.coord.redis import RedisCoordinator
+from bot.folders import PRIVATE, own_folder, sandbox_root_mode
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
-from bot.sandbox.repo_net import FetchRules, parse_networks
+from bot.sandbox.repo_net import FetchRules, parse_networks, parse_ports
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
@@ -35,15 +36,20 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    rules = FetchRules(parse_networks(settings.repo_allowed_addresses), settings.repo_max_bytes)
+    rules = FetchRules(
+        parse_networks(settings.repo_allowed_addresses),
+        settings.repo_max_bytes,
+        ports=parse_ports(settings.repo_allowed_ports),
+    )
     limits = Limits(
         disk_bytes=settings.sandbox_disk_bytes,
         max_files=settings.sandbox_max_files,
         sandbox_memory_bytes=settings.sandbox_memory_bytes,
         max_commands=settings.sandbox_max_commands,
     )
+    root = own_folder(settings.sandbox_root, sandbox_root_mode(), "SANDBOX_ROOT")
     return LocalProvider(
-        settings.sandbox_root,
+        root,
         limits,
         max_sandboxes=settings.max_sandboxes,
         wait_s=settings.sandbox_wait_s,
@@ -79,6 +85,7 @@ class Runtime:
     def from_settings(cls, settings: Settings, provider: SandboxProvider | None = None) -> Runtime:
         """`provider` replaces the one the settings describe (benchmarks bring their own)."""
         client = build_client(settings)
+        own_folder(settings.spool_dir, PRIVATE, "SPOOL_DIR")
         provider = provider or build_provider(settings)
         return cls(settings, client, provider, SessionFactory(settings, client, provider))
 

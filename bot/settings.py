@@ -10,7 +10,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
-from bot.sandbox.repo_net import parse_networks
+from bot.folders import state_dir
+from bot.sandbox.repo_net import parse_networks, parse_ports
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -52,7 +53,9 @@ class Settings(BaseSettings):
     model_retry_delay_s: float = Field(default=1.0, ge=0)
 
     sandbox_backend: Literal["buddy", "local"] | None = None
-    sandbox_root: Path = Path("/tmp/slack-code-interpreter/sandboxes")
+    # The local backend's sandboxes and the files on their way in: under the bot's state
+    # folder by default, never a shared one (folders.py), and checked to be the bot's own.
+    sandbox_root: Path = Field(default_factory=lambda: state_dir() / "sandboxes")
     sandbox_tag: str = "slack-code-interpreter"
     sandbox_disk_bytes: int = Field(default=5 << 30, gt=0)  # a local session's files, at most
     sandbox_max_files: int = Field(default=200_000, gt=0)  # and their inodes, at most
@@ -60,7 +63,7 @@ class Settings(BaseSettings):
     sandbox_max_commands: int = Field(default=8, gt=0)  # detached commands at once, per sandbox
     max_sandboxes: int = Field(default=32, gt=0)  # live local sandboxes per bot process
     sandbox_wait_s: float = Field(default=120, ge=0)  # a new one waits this long for a slot
-    spool_dir: Path = Path("/tmp/slack-code-interpreter/spool")  # files on their way in
+    spool_dir: Path = Field(default_factory=lambda: state_dir() / "spool")
 
     buddy_token: SecretStr | None = None
     buddy_workspace: str | None = None
@@ -104,6 +107,7 @@ class Settings(BaseSettings):
     # Private addresses or networks a repository host may resolve to anyway (a git server
     # inside); empty: public addresses only.
     repo_allowed_addresses: str = ""
+    repo_allowed_ports: str = "443,80"  # the ports a repository URL may name
     repo_max_bytes: int = Field(default=1 << 30, gt=0)  # a checkout, .git included
     slack_rate_scale: float = Field(default=1.0, gt=0)  # times Slack's rate tiers (pacing.py)
     max_turns: int = Field(default=15, ge=1, le=200)
@@ -128,6 +132,12 @@ class Settings(BaseSettings):
     @classmethod
     def _addresses(cls, value: str) -> str:
         parse_networks(value)  # a bad one raises ValueError, reported naming the variable
+        return value
+
+    @field_validator("repo_allowed_ports")
+    @classmethod
+    def _ports(cls, value: str) -> str:
+        parse_ports(value)
         return value
 
     @field_validator("redis_url")

@@ -443,3 +443,54 @@ def test_the_table_and_monospace_blocks_are_slack_sdks_own_models() -> None:
             assert model is not None and model.type == block["type"]
             model.validate_json()
             assert model.to_dict() == block
+
+
+# --- what Slack receives: the blocks after the way out escapes `<!…>` ----------------------
+
+
+def sent(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks as they leave the process (web/outgoing.py), and Slack's verdict on them."""
+    from bot.slack.web.outgoing import Outgoing
+    from tests.fakes.slack.kit import block_problems
+    from tests.fakes.slack.surfaces import SurfaceRules
+
+    out = Outgoing().data(blocks)
+    assert block_problems(out, rules=SurfaceRules()) == []
+    return out
+
+
+@pytest.mark.parametrize("kind", ["data_table", "table"])
+def test_cells_that_grow_when_escaped_still_fit_once_sent(kind: str) -> None:
+    """`<!x>` is 4 characters, `&lt;!x&gt;` 10: the budget counts what Slack gets."""
+    hostile = table(100, 20, cell="<!x>")
+    blocks, capped = table_blocks(hostile, kind, csv_name="all.csv")
+    [block, _note] = sent(blocks)
+    assert capped and len(block["rows"]) > 2
+    assert block["rows"][1][0]["text"] == "&lt;!x&gt;"
+
+
+def test_a_caption_that_grows_when_escaped_stays_a_caption() -> None:
+    hostile = Table("<!x>" * 100, ("a",), (("1",),), 1)
+    [block] = sent(table_blocks(hostile, "data_table", csv_name=None)[0])
+    assert len(block["caption"]) <= render_data.CAPTION_MAX and "<!" not in block["caption"]
+
+
+def test_monospace_text_is_escaped_before_it_is_measured() -> None:
+    hostile = table(200, 5, cell="<!x>")
+    [block, _note] = sent(table_blocks(hostile, "monospace", csv_name=None)[0])
+    text = block["elements"][1]["elements"][0]["text"]
+    assert len(text) <= render_data.MONOSPACE_MAX and "&lt;!x&gt;" in text
+
+
+def test_chart_names_that_grow_when_escaped_still_fit_once_sent() -> None:
+    bar = chart(
+        title="<!x>" * 13,
+        x_label="<!x>" * 12,
+        categories=("<!a>" * 5, "<!b>" * 5),
+        series=(Series("<!s>" * 5, (1.0, 2.0)),),
+    )
+    [block] = sent([fits(bar)])
+    check_chart(block)
+    pie = chart(kind="pie", segments=(Segment("<!p>" * 5, 1.0),))
+    [block] = sent([fits(pie)])
+    check_chart(block)

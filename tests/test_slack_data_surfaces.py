@@ -285,3 +285,51 @@ async def test_chart_records_written_to_break_the_bot_leave_the_images_alone(
         [chart] = blocks_of(h, thread, "data_visualization")  # the one well-formed record
         assert "<!channel>" not in str(chart) and "<!here>" not in str(chart)
         assert ":warning:" not in h.texts(thread)
+
+
+def mention_table(req: ModelRequest) -> Reply:
+    """100 rows of 10 `<!x>` cells: 4,000 characters as written, 10,000+ once escaped."""
+    rows = "\n".join("| " + " | ".join(["<!x>"] * 10) + " |" for _ in range(100))
+    header = "| " + " | ".join(f"c{i}" for i in range(10)) + " |"
+    return Reply([text(f"Marks:\n\n{header}\n|{'---|' * 10}\n{rows}\n")])
+
+
+async def test_cells_that_grow_when_escaped_still_make_a_data_table(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot("local", mention_table, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "marks", mention=True))["ts"]
+        await h.slack.wait_for(lambda: "of 100 rows" in h.texts(thread), 30)
+        [table] = blocks_of(h, thread, "data_table")
+        assert table["rows"][1][0]["text"] == "&lt;!x&gt;"
+        assert not [c for c in h.slack.calls_to("chat.postMessage") if c.error]
+
+
+async def test_a_workspace_refusing_every_block_still_gets_the_table_as_text(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """The monospace fallback (a rich_text block) refused too: the data goes as plain text."""
+    options = {"refuse_blocks": {"data_table", "table", "rich_text"}}
+    async with running_bot("local", small_table, sandbox_root, monkeypatch, options) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "totals", mention=True))["ts"]
+        await h.slack.wait_for(lambda: "South" in h.texts(thread), 30)
+        [data] = [m for m in h.bot_messages(thread) if "North" in (m.get("text") or "")]
+        assert not data.get("blocks") and "1,204" in data["text"]
+
+
+def disguised_link(req: ModelRequest) -> Reply:
+    cell = "<@U0BOSS> <https://evil.example|Open full report>"
+    return Reply([text(f"Links:\n\n| Who | Where |\n|---|---|\n| {cell} | x |\n| b | y |")])
+
+
+async def test_table_text_in_the_notification_is_not_read_as_mrkdwn(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    async with running_bot("local", disguised_link, sandbox_root, monkeypatch) as h:
+        thread = (await h.slack.post_user_message(CHANNEL, "links", mention=True))["ts"]
+        await h.slack.wait_for(lambda: blocks_of(h, thread, "data_table"), 30)
+        [data] = [m for m in h.bot_messages(thread)
+                  if any(b["type"] == "data_table" for b in m.get("blocks") or [])]  # fmt: skip
+        assert "U0BOSS" in data["text"] and "evil.example" in data["text"]
+        assert "<@" not in data["text"] and "<https://" not in data["text"]
+        assert "&lt;@U0BOSS&gt;" in data["text"]

@@ -181,7 +181,7 @@ async def test_analyze_command(sandbox_root: Path, monkeypatch, tmp_path: Path) 
             return Reply([tool_use("list_files", {"path": "/buddy/data"})])
         return Reply([text("found: " + req.tool_results()[-1].text)])
 
-    # A public address, not a name: a name that cannot be looked up here is refused.
+    # A public address: Buddy fetches it (a name is left for Buddy to resolve).
     url = "https://140.82.112.3/acme/data"
     async with running_bot("buddy", script, sandbox_root, monkeypatch) as h:
         h.buddy.repos[url] = repo

@@ -1,7 +1,9 @@
 """Where a repository fetch may connect: the host is resolved once, every address it has
 must be public (or explicitly allowed), and git is pinned to the address that was checked,
 with redirects off, so neither a second lookup (DNS rebinding) nor a redirect can move the
-fetch to a private, loopback or link-local address."""
+fetch to a private, loopback or link-local address. An IPv6 address that carries an IPv4
+one (IPv4-mapped, 6to4, Teredo, NAT64) is judged as the IPv4 address it reaches, and only
+the ports an operator allows (443 and 80 by default) may be named."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # host, port -> addresses
 DEFAULT_PORTS = {"https": 443, "http": 80}
+ALLOWED_PORTS = frozenset({443, 80})  # REPO_ALLOWED_PORTS may name others
 RESOLVE_TIMEOUT_S = 5.0
 REPO_MAX_BYTES = 1 << 30
 
@@ -32,11 +35,45 @@ async def system_resolve(host: str, port: int) -> list[str]:
 
 
 def is_public(address: Address) -> bool:
-    """Not loopback, private, link-local, multicast, reserved or otherwise special; an
-    IPv4-mapped IPv6 address is judged as the IPv4 address it carries."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
+    """Not loopback, private, link-local, multicast, reserved or otherwise special; an IPv6
+    address carrying IPv4 ones is judged by those (all must be public)."""
+    carried = carried_ipv4(address)
+    if carried:
+        return all(_is_public(a) for a in carried)
+    return _is_public(address)
+
+
+def _is_public(address: Address) -> bool:
     return address.is_global and not (address.is_multicast or address.is_reserved)
+
+
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: the site picks the length
+# Where RFC 6052 puts the IPv4 address (byte slices of the IPv6 one, skipping byte 8) for
+# each prefix length a local NAT64 may use; the bot cannot know which one the site chose.
+NAT64_LAYOUTS = ((slice(6, 8), slice(9, 11)), (slice(7, 8), slice(9, 12)),
+                 (slice(9, 13),), (slice(12, 16),))  # fmt: skip
+
+
+def carried_ipv4(address: Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address reaches: IPv4-mapped (::ffff:0:0/96), 6to4
+    (2002::/16), Teredo (2001::/32: its server and its client) and NAT64 (64:ff9b::/96;
+    64:ff9b:1::/48 read every way it may be laid out). Empty for any other address."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return ()
+    if address.ipv4_mapped:
+        return (address.ipv4_mapped,)
+    if address.sixtofour:
+        return (address.sixtofour,)
+    if address.teredo:
+        return address.teredo
+    packed = address.packed
+    if address in NAT64:
+        return (ipaddress.IPv4Address(packed[12:]),)
+    if address in NAT64_LOCAL:
+        layouts = (b"".join(packed[part] for part in parts) for parts in NAT64_LAYOUTS)
+        return tuple(ipaddress.IPv4Address(raw) for raw in layouts)
+    return ()
 
 
 def parse_networks(text: str) -> tuple[Network, ...]:
@@ -53,11 +90,38 @@ class FetchRules:
     max_bytes: int = REPO_MAX_BYTES  # the checkout, .git included, at most
     resolve: Resolver = system_resolve
     timeout_s: float = RESOLVE_TIMEOUT_S
+    ports: frozenset[int] = ALLOWED_PORTS
 
     def permits(self, address: Address) -> bool:
-        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-        wanted = [a for a in (address, mapped) if a is not None]
-        return is_public(address) or any(a in net for a in wanted for net in self.allowed)
+        """Public, or allowed: the address itself, or each IPv4 address it carries."""
+        if self._allowed(address):
+            return True
+        reached = carried_ipv4(address) or (address,)
+        return all(_is_public(a) or self._allowed(a) for a in reached)
+
+    def _allowed(self, address: Address) -> bool:
+        return any(address in net for net in self.allowed)
+
+
+def parse_ports(text: str) -> frozenset[int]:
+    """Comma-separated TCP ports (`443, 80, 8443`)."""
+    ports = frozenset(int(p) for p in (p.strip() for p in text.split(",")) if p)
+    if not ports or not all(0 < p < 65536 for p in ports):
+        raise ValueError("give ports from 1 to 65535, comma-separated")
+    return ports
+
+
+def check_port(url: str, rules: FetchRules) -> int:
+    """The URL's port (its scheme's default when it names none), if the rules allow it."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
+    except ValueError:
+        raise RepoRefused("the repository URL's port is not a number from 0 to 65535") from None
+    if port not in rules.ports:
+        allowed = ", ".join(str(p) for p in sorted(rules.ports))
+        raise RepoRefused(f"port {port} is not allowed for repositories here (only {allowed})")
+    return port
 
 
 NO_RULES = FetchRules()
@@ -74,9 +138,8 @@ class Pinned:
 async def resolve_checked(url: str, rules: FetchRules = NO_RULES) -> Pinned:
     """Resolve the URL's host once and check every address; a lookup that fails or takes
     longer than the rules allow is a refusal too."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
+    host = urlsplit(url).hostname or ""
+    port = check_port(url, rules)
     try:
         return _checked(Pinned(host, port, host, literal=True), [ipaddress.ip_address(host)], rules)
     except ValueError:

@@ -6,7 +6,15 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from bot.errors import BotError
-from bot.sandbox.repo_net import NO_RULES, FetchRules, Network, RepoRefused, resolve_checked
+from bot.sandbox.repo_net import (
+    ALLOWED_PORTS,
+    NO_RULES,
+    FetchRules,
+    Network,
+    RepoRefused,
+    check_port,
+    resolve_checked,
+)
 
 
 class BadRepoUrl(BotError):
@@ -14,10 +22,14 @@ class BadRepoUrl(BotError):
 
 
 def check_repo_url(
-    url: str, hosts: frozenset[str] = frozenset(), allowed: tuple[Network, ...] = ()
+    url: str,
+    hosts: frozenset[str] = frozenset(),
+    allowed: tuple[Network, ...] = (),
+    ports: frozenset[int] = ALLOWED_PORTS,
 ) -> str:
-    """Accept only public https URLs without credentials (and, when `hosts` is given, only
-    on those hosts; an address in `allowed` counts as public); returns the URL stripped."""
+    """Accept only public https URLs without credentials on an allowed port (and, when
+    `hosts` is given, only on those hosts; an address in `allowed` counts as public);
+    returns the URL stripped. Names are not looked up here (`check_resolves_public`)."""
     url = url.strip().strip("<>")
     parts = urlsplit(url)
     if parts.scheme != "https":
@@ -26,7 +38,12 @@ def check_repo_url(
         raise BadRepoUrl(f"The repository URL {url[:80]!r} has no host.")
     if parts.username or parts.password:
         raise BadRepoUrl("Remove the credentials from the repository URL: only public ones work.")
-    if _internal(parts.hostname, FetchRules(allowed)):
+    rules = FetchRules(allowed, ports=ports)
+    try:
+        check_port(url, rules)
+    except RepoRefused as exc:
+        raise BadRepoUrl(_sentence(str(exc))) from None
+    if _internal(parts.hostname, rules):
         raise BadRepoUrl(f"{parts.hostname} is a private or local address; use a public host.")
     if hosts and parts.hostname not in hosts:
         raise BadRepoUrl(
@@ -48,9 +65,14 @@ def _internal(host: str, rules: FetchRules) -> bool:
 
 async def check_resolves_public(url: str, rules: FetchRules = NO_RULES) -> None:
     """Refuse a host whose name resolves to a private, loopback or link-local address (a way
-    around the literal check), or that cannot be looked up in time. The local backend's
-    fetch checks again and connects to the address it checked; Buddy fetches by itself."""
+    around the literal check), or that cannot be looked up in time. For the local backend
+    only: its fetch checks again and connects to the address it checked. Buddy fetches and
+    resolves by itself, so a lookup on this host would prove nothing there."""
     try:
         await resolve_checked(url, rules)
     except RepoRefused as exc:
-        raise BadRepoUrl(str(exc)[:1].upper() + str(exc)[1:]) from None
+        raise BadRepoUrl(_sentence(str(exc))) from None
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")

@@ -42,8 +42,9 @@ class Analyses:
             return USAGE
         try:
             rules = self._policy.repo_rules
-            url = check_repo_url(url, self._policy.repo_hosts, rules.allowed)
-            await check_resolves_public(url, rules)
+            url = check_repo_url(url, self._policy.repo_hosts, rules.allowed, rules.ports)
+            if self._policy.repo_lookup:  # on Buddy, Buddy resolves the name, not this host
+                await check_resolves_public(url, rules)
         except BotError as exc:
             return f":warning: {exc}"
         task = asyncio.create_task(self._open(command, url, question.strip()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.sandbox.repo_net import NO_RULES, FetchRules, parse_networks
+from bot.sandbox.repo_net import NO_RULES, FetchRules, parse_networks, parse_ports
 from bot.settings import Settings
 
 NOT_HERE = "Sorry, I'm not enabled in this channel. Ask an admin to add it, or try another one."
@@ -23,7 +23,11 @@ class Policy:
     max_file_bytes: int = 200 << 20
     max_files: int = 20
     repo_hosts: frozenset[str] = field(default_factory=frozenset)  # empty: any public host
-    repo_rules: FetchRules = NO_RULES  # which addresses a repository host may have
+    repo_rules: FetchRules = NO_RULES  # which addresses and ports a repository may have
+    # Whether the bot looks the repository's host up before starting: only where it fetches
+    # the repository itself (local). Buddy fetches it, so a lookup here proves nothing there,
+    # and fails where this host resolves nothing itself (behind a proxy).
+    repo_lookup: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -35,7 +39,11 @@ class Policy:
             max_file_bytes=settings.max_file_bytes,
             max_files=settings.max_files_per_thread,
             repo_hosts=Settings.id_list(settings.repo_hosts),
-            repo_rules=FetchRules(parse_networks(settings.repo_allowed_addresses)),
+            repo_rules=FetchRules(
+                parse_networks(settings.repo_allowed_addresses),
+                ports=parse_ports(settings.repo_allowed_ports),
+            ),
+            repo_lookup=settings.backend == "local",
         )
 
     def refusal(self, channel: str, user: str) -> str | None:

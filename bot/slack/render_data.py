@@ -2,11 +2,16 @@
 refused, a `table` block, then aligned monospace text), and a chart the kernel recorded as
 a `data_visualization` block, or the reason it does not fit one. Pure: no I/O, no state.
 Limits are the strictest the sources give (docs revision A): 100 data rows, 20 columns,
-10,000 characters over a table's cells, 6 series; one table and two charts a message."""
+10,000 characters over a table's cells, 6 series; one table and two charts a message.
+
+Every text is measured as Slack will get it: the way out (web/outgoing.py) escapes `<!…>`
+mentions, which makes `<!x>` 10 characters instead of 4, so that escaping is done here
+first (it does nothing the second time)."""
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -14,6 +19,7 @@ from bot.results.charts import Chart
 from bot.results.tables import Table, monospace, number_columns, parse_number
 from bot.slack import notes
 from bot.slack.render import escape
+from bot.slack.web.outgoing import inert
 
 TABLE_KINDS = ("data_table", "table", "monospace")  # the order to fall back in
 tables_per_message = 1  # one table-family block (`table` or `data_table`) a message
@@ -49,6 +55,7 @@ def table_blocks(table: Table, kind: str, *, csv_name: str | None) -> tuple[list
         raise ValueError(f"unknown table kind {kind!r}")
     if not table.header:
         raise ValueError("a table needs at least one column")
+    table = _inert_table(table)
     if kind == "monospace" or not table.rows:
         blocks, shown = _monospace_blocks(table)
         columns = len(table.header)
@@ -62,6 +69,13 @@ def table_blocks(table: Table, kind: str, *, csv_name: str | None) -> tuple[list
         )
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
     return blocks, capped
+
+
+def _inert_table(table: Table) -> Table:
+    """The table as it will reach Slack, so that its limits are measured on that."""
+    rows = tuple(tuple(inert(c) for c in row) for row in table.rows)
+    header = tuple(inert(h) for h in table.header)
+    return Table(inert(table.caption), header, rows, table.total_rows)
 
 
 def _grid_block(table: Table, kind: str) -> tuple[Block, int, int]:
@@ -143,8 +157,18 @@ def _note_name(csv_name: str | None) -> str | None:
     return escape(_clip(csv_name.strip(), NOTE_NAME_MAX)) if csv_name and csv_name.strip() else None
 
 
+PART_ENTITY = re.compile(r"&[a-z]*$")  # `&lt;` cut short: dropped whole, never shown half
+
+
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    return PART_ENTITY.sub("", text[: limit - 1]) + "…"
+
+
+def _shown(text: str, limit: int) -> str:
+    """A chart's text as Slack gets it, within `limit`."""
+    return _clip(inert(text), limit)
 
 
 # --- charts --------------------------------------------------------------------------------
@@ -169,7 +193,7 @@ def chart_block(chart: Chart) -> tuple[Block | None, str]:
 
 def _title(chart: Chart) -> str:
     title = chart.title or chart.y_label or PurePosixPath(chart.image).stem or "Chart"
-    return _clip(title, TITLE_MAX)
+    return _shown(title, TITLE_MAX)
 
 
 def _pie(chart: Chart) -> Block:
@@ -181,7 +205,7 @@ def _pie(chart: Chart) -> Block:
     for n, segment in enumerate(chart.segments, start=1):
         if not (math.isfinite(segment.value) and segment.value > 0):
             raise _NoFit(notes.CHART_NOT_POSITIVE)
-        label = _clip(segment.label or f"Slice {n}", NAME_MAX)
+        label = _shown(segment.label or f"Slice {n}", NAME_MAX)
         segments.append({"label": label, "value": _json_number(segment.value)})
     return {"type": "pie", "segments": segments}
 
@@ -214,15 +238,15 @@ def _series_chart(chart: Chart, chart_type: str) -> Block:
         series.append({"name": name, "data": points})
     axis: Block = {"categories": categories}
     if chart.x_label:
-        axis["x_label"] = _clip(chart.x_label, AXIS_LABEL_MAX)
+        axis["x_label"] = _shown(chart.x_label, AXIS_LABEL_MAX)
     if chart.y_label:
-        axis["y_label"] = _clip(chart.y_label, AXIS_LABEL_MAX)
+        axis["y_label"] = _shown(chart.y_label, AXIS_LABEL_MAX)
     return {"type": chart_type, "series": series, "axis_config": axis}
 
 
 def _unique(texts: list[str], clash: str) -> list[str]:
     """Each clipped to 20 characters; two that were distinct must stay distinct."""
-    clipped = [_clip(t, NAME_MAX) for t in texts]
+    clipped = [_shown(t, NAME_MAX) for t in texts]
     if len(set(clipped)) != len(clipped):
         raise _NoFit(clash.format(limit=NAME_MAX))
     return clipped

@@ -6,7 +6,11 @@ Slack takes one table and two charts per message, so each table gets a message, 
 charts and the canvas link ride along with the first ones. A workspace that refuses a
 block gets its fallback (surfaces.py) in the same post's retry. A table cut to fit has its
 whole self attached as CSV; each chart's image is attached anyway (for download, and for
-clients without the block), described by its alt text."""
+clients without the block), described by its alt text. When Slack refuses even the last
+fallback, the message goes again as plain text, so the data and the report are never lost.
+
+The message's `text` (notifications, old clients) is mrkdwn: the tables and charts in it
+come from files and the model, so they are escaped there, never read as mentions or links."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 TABLES_MAX = 3  # tables shown as blocks per answer; the others stay text, aligned
 CHARTS_MAX = 4  # charts shown as blocks per answer; the others are their images alone
 TEXT_MAX = 1500  # the fallback text's share of a message: notifications and old clients
+PART_ENTITY = re.compile(r"&[a-z]*$")  # an escape cut short
 
 
 @dataclass
@@ -101,9 +106,21 @@ class ResultsPoster:
             except SlackMalformed as exc:
                 refused = exc.code == "invalid_blocks"
                 if not refused or not self._surfaces.refused(ref.team, shape, blocks, exc.messages):
-                    log.error("Slack refused the data of thread %s's answer: %s %s",
-                              ref.key, exc.code, "; ".join(exc.messages))  # fmt: skip
-                    return False
+                    log.warning("Slack refused the data of thread %s's answer (%s %s); "
+                                "it goes as plain text", ref.key, exc.code,
+                                "; ".join(exc.messages))  # fmt: skip
+                    return await self._post_plain(ref, text, table is not None)
+
+    async def _post_plain(self, ref: ThreadRef, text: str, has_table: bool) -> bool:
+        """The last fallback: the message's text alone. Whether a table went (it is cut, so
+        its whole CSV is attached)."""
+        try:
+            await self._web.post(ref.channel, ref.ts, text)
+        except SlackMalformed as exc:
+            log.error("Slack refused the data of thread %s's answer as text too: %s %s",
+                      ref.key, exc.code, "; ".join(exc.messages))  # fmt: skip
+            return False
+        return has_table
 
 
 def _message(
@@ -120,15 +137,25 @@ def _message(
             table[0], shape.table_kind, csv_name=table[1]
         )
         blocks += table_blocks
-        texts.append(f"{table[0].caption}\n{monospace(table[0], TEXT_MAX)[0]}")
+        shown = monospace(table[0], TEXT_MAX)[0]
+        texts.append(_plain(f"{table[0].caption}\n{shown}", TEXT_MAX))
     for chart, block in charts:
         if shape.charts:
             blocks.append(block)
-        texts.append(describe(chart, TEXT_MAX // 2))
+        texts.append(_plain(describe(chart, TEXT_MAX // 2), TEXT_MAX // 2))
     if canvas_id is not None:
         blocks.append(render_canvas.link(canvas_id))
         texts.append(notes.REPORT_CANVAS)
-    return "\n\n".join(texts)[: 3 * TEXT_MAX], blocks, capped
+    return "\n\n".join(texts), blocks, capped
+
+
+def _plain(text: str, limit: int) -> str:
+    """`text` escaped for mrkdwn, shown as typed, cut to `limit` characters all told (an
+    escape is never cut in half)."""
+    escaped = render.escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    return PART_ENTITY.sub("", escaped[: limit - 1]) + "…"
 
 
 def _block(chart: Chart) -> dict | None:

@@ -21,10 +21,12 @@ from bot.agent.events import RunFinished
 from bot.compose import Runtime, build_store
 from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
+from bot.sandbox.repo_net import parse_networks, parse_ports
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
-from bot.settings import load_settings
+from bot.settings import Settings, load_settings
+from bot.terminal.printable import printable
 from bot.terminal.render import TerminalView
 
 CHUNK = 1 << 20
@@ -42,8 +44,8 @@ async def ask(args: argparse.Namespace) -> int:
         raise ConfigError(f"No such file: {', '.join(missing)}")
     if args.session and not NAME.fullmatch(args.session):
         raise ConfigError("--session: use letters, digits, '.', '_' or '-' (up to 64).")
-    repo = check_repo_url(args.repo) if args.repo else None
     settings = load_settings()
+    repo = _checked_repo(args.repo, settings) if args.repo else None
     name = args.session or f"cli-{secrets.token_hex(4)}"
     store = build_store(settings)
     await store.open()
@@ -53,13 +55,19 @@ async def ask(args: argparse.Namespace) -> int:
     try:
         return await _converse(engine, key, name, args, repo)
     except BotError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(printable(f"Error: {exc}"), file=sys.stderr)
         return 1
     finally:
         await engine.shutdown(0)  # Ctrl-C: the running command is killed
         await _close(engine, key, keep=args.keep)
         await runtime.close()
         await store.close()
+
+
+def _checked_repo(url: str, settings: Settings) -> str:
+    """The --repo URL, if this bot would fetch it (the addresses and ports it allows)."""
+    allowed = parse_networks(settings.repo_allowed_addresses)
+    return check_repo_url(url, allowed=allowed, ports=parse_ports(settings.repo_allowed_ports))
 
 
 async def _converse(
@@ -71,9 +79,10 @@ async def _converse(
     for path in args.csv:
         source = {"path": str(path.resolve())}
         taken = await engine.add_file(key, path.name, local_file(source), source)
-        print(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)")
+        print(printable(f"Uploaded {path} → {taken.path} ({taken.size:,} bytes)"))
         for card in taken.cards:
-            print("\n".join("    " + line for line in for_model(card, 150).splitlines()))
+            card_text = printable(for_model(card, 150))  # names and values from the file
+            print("\n".join("    " + line for line in card_text.splitlines()))
     question, code, user = args.question, 0, KEY_PREFIX + getpass.getuser()
     while question:
         result = await (await engine.ask(key, question, user=user))
@@ -94,7 +103,7 @@ async def _close(engine: Engine, key: str, *, keep: bool) -> None:
     sandbox_id = engine.sandbox_id(key)
     await engine.close(key, destroy=not keep)
     if keep and sandbox_id:
-        print(f"Kept sandbox {sandbox_id}.")
+        print(printable(f"Kept sandbox {sandbox_id}."))
 
 
 def local_file(source: dict[str, Any]) -> FileOpener:

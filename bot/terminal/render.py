@@ -33,12 +33,17 @@ from bot.sessions.events import (
 )
 from bot.sessions.session import save_outputs
 from bot.slack.render_data import chart_block
+from bot.terminal.printable import printable
 
 CODE_LINES = 30
 WAITING = "All {limit} sandboxes this bot may run at once are in use; waiting for one…"
 MARKS = {"ok": "✓", "running": "…"}
 TABLE_MAX = 100_000  # characters of one table's aligned text
 CHART_DATA = ".chart.json"
+
+
+class Painted(str):
+    """Text already made printable and coloured by the view itself."""
 
 
 class TerminalView:
@@ -119,22 +124,27 @@ class TerminalView:
             excerpt = clip(event.excerpt, 1200)
             self._write(self._dim("\n".join("    " + ln for ln in excerpt.splitlines())))
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str | Painted) -> None:
+        """Prints `text`: whatever it holds from the model, the sandbox or a file is
+        stripped of control sequences first (only the view's own colours reach the tty)."""
+        if not isinstance(text, Painted):
+            text = printable(text)
         print(text, file=self._out)
 
-    def _paint(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self._color else text
+    def _paint(self, code: str, text: str) -> Painted:
+        text = printable(text)
+        return Painted(f"\x1b[{code}m{text}\x1b[0m" if self._color else text)
 
-    def _bold(self, text: str) -> str:
+    def _bold(self, text: str) -> Painted:
         return self._paint("1", text)
 
-    def _dim(self, text: str) -> str:
+    def _dim(self, text: str) -> Painted:
         return self._paint("2", text)
 
-    def _red(self, text: str) -> str:
+    def _red(self, text: str) -> Painted:
         return self._paint("31", text)
 
-    def _green(self, text: str) -> str:
+    def _green(self, text: str) -> Painted:
         return self._paint("32", text)
 
 

@@ -30,6 +30,10 @@ from bot.units import size_text
 
 GIT_TIMEOUT_S = 300.0
 SIZE_POLL_S = 0.1
+# http.curloptResolve, which binds the host to the checked address, came in git 2.37; an
+# older git ignores it without a word and looks the name up again itself.
+PINNING_GIT = (2, 37)
+GIT_VERSION = re.compile(rb"git version (\d+)\.(\d+)")
 
 
 async def git_clone(
@@ -43,6 +47,7 @@ async def git_clone(
         )
     pin = []
     if urlsplit(url).scheme in ("http", "https"):
+        await _check_pinning(git)
         pin = git_pin_args(await resolve_checked(url, rules))
     home = await asyncio.to_thread(tempfile.mkdtemp, prefix="git-home-")
     allow = [arg for p in protocols for arg in ("-c", f"protocol.{p}.allow=always")]
@@ -83,6 +88,23 @@ async def git_clone(
     if proc.returncode != 0:
         detail = _redact(last_line(err)) or f"git exit code {proc.returncode}"
         raise SandboxError(f"could not clone the repository: {detail}")
+
+
+async def _check_pinning(git: str) -> None:
+    """Refuse to fetch over http(s) with a git too old to be pinned to the checked address."""
+    proc = await asyncio.create_subprocess_exec(
+        git, "--version", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env={"PATH": SANDBOX_PATH, "LANG": "C"},
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    found = GIT_VERSION.search(out)
+    version = (int(found[1]), int(found[2])) if found else None
+    if version is None or version < PINNING_GIT:
+        have = f"git {version[0]}.{version[1]}" if version else "a git of unknown version"
+        raise SandboxError(
+            f"the bot's host has {have}; fetching a repository safely needs git "
+            f"{PINNING_GIT[0]}.{PINNING_GIT[1]} or later (to connect only to the checked address)"
+        )
 
 
 async def _stderr_within(proc: Process, dest: Path, rules: FetchRules) -> bytes:
