@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from bot.errors import SandboxError
+from bot.networks import Network
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # host, port -> addresses
 DEFAULT_PORTS = {"https": 443, "http": 80}
 RESOLVE_TIMEOUT_S = 5.0
@@ -37,12 +37,6 @@ def is_public(address: Address) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         address = address.ipv4_mapped
     return address.is_global and not (address.is_multicast or address.is_reserved)
-
-
-def parse_networks(text: str) -> tuple[Network, ...]:
-    """Comma-separated addresses or networks (`10.0.0.5`, `192.168.0.0/16`, `::1`)."""
-    parts = (p.strip() for p in text.split(","))
-    return tuple(ipaddress.ip_network(p, strict=False) for p in parts if p)
 
 
 @dataclass(frozen=True)

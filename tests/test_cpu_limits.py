@@ -1,0 +1,131 @@
+"""Model-written code tries to hold the host's cores: busy loops in bash and node, in a call
+or in a detached command, each loop a process of its own so no per-process RLIMIT_CPU
+comes near stopping them. The bot sums the CPU time of the whole process tree from
+outside and stops the tree once the sum passes the budget."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox.base import ExecResult, SandboxSpec
+from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
+from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups
+
+CPU_S = 3  # per-process soft limit, and the tree's budget (plus the grace)
+LOOPS = 8  # 8 loops killed one by one at CPU_S would spend 24 s; the tree may spend 8
+RUN_TIMEOUT_S = 240.0  # generous: the machine is shared, and only the CPU watch may end it
+
+SPINNERS = {
+    "bash children": "for i in $(seq 8); do (while :; do :; done) & done; wait",
+    # orphans: their parent exits at once, so they belong to the namespace's init
+    "bash orphans": "for i in $(seq 8); do ( (while :; do :; done) & ) ; done; "
+    "while :; do sleep 1; done",
+    "node": (
+        "const { spawn } = require('child_process');\n"
+        f"for (let i = 0; i < {LOOPS}; i++)\n"
+        "  spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'inherit' });\n"
+    ),
+}
+
+
+def _language(spinner: str) -> str:
+    return "node" if spinner == "node" else "bash"
+
+
+async def _sandbox(root: Path, limits: Limits) -> tuple[LocalProvider, LocalSandbox]:
+    provider = LocalProvider(root, limits)
+    return provider, await provider.create(SandboxSpec(session_key="spin"))
+
+
+def _stopped_for_cpu(result: ExecResult) -> None:
+    assert result.status == "killed", result
+    assert result.exit_code is None
+    assert "CPU time" in result.note and f"{CPU_S + CPU_HARD_GRACE_S} s" in result.note
+
+
+@pytest.mark.parametrize("spinner", sorted(SPINNERS))
+async def test_busy_loops_in_a_call_are_stopped_by_their_trees_cpu_sum(
+    sandbox_root: Path, spinner: str
+) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(cpu_s=CPU_S))
+    try:
+        result = await sandbox.run_code(_language(spinner), SPINNERS[spinner], RUN_TIMEOUT_S)
+        after = await sandbox.run_code("bash", "echo usable", 30)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    _stopped_for_cpu(result)
+    assert after.status == "ok" and after.stdout.text == "usable\n"
+
+
+@pytest.mark.parametrize("spinner", sorted(SPINNERS))
+async def test_busy_loops_in_a_detached_command_are_stopped_by_their_trees_cpu_sum(
+    sandbox_root: Path, spinner: str
+) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(cpu_s=CPU_S))
+    try:
+        command_id = await sandbox.start_command(_language(spinner), SPINNERS[spinner])
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        state = await sandbox.command_state(command_id)
+        while state.running and time.monotonic() < deadline:
+            state = await sandbox.command_state(command_id, wait_s=5)
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert not state.running
+    _stopped_for_cpu(state.result)
+
+
+async def test_a_call_under_its_budget_is_not_stopped(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(cpu_s=CPU_S))
+    try:
+        # the budget is per call: several calls may each spend most of it
+        results = [
+            await sandbox.run_code("bash", "timeout 1 sh -c 'while :; do :; done'; echo done", 60)
+            for _ in range(4)
+        ]
+    finally:
+        await sandbox.destroy()
+        await provider.close()
+    assert [r.stdout.text for r in results] == ["done\n"] * 4
+    assert all(r.status == "ok" and not r.note for r in results)
+
+
+# -- a CPU share per sandbox, where the host has a cpu cgroup --
+
+
+@pytest.mark.skipif(cgroups.cpu_parent() is None, reason="no cpu cgroup on this host")
+async def test_each_sandbox_runs_in_a_cpu_cgroup_of_its_own(sandbox_root: Path) -> None:
+    provider, sandbox = await _sandbox(sandbox_root, Limits(cpus=1.5))
+    other = await provider.create(SandboxSpec(session_key="other"))
+    try:
+        result = await sandbox.run_code("bash", "cat /proc/self/cgroup", 30)
+        assert sandbox.cpu_cgroup is not None and other.cpu_cgroup is not None
+        assert sandbox.cpu_cgroup != other.cpu_cgroup
+        quota = (sandbox.cpu_cgroup / "cpu.cfs_quota_us").read_text().strip()
+        period = (sandbox.cpu_cgroup / "cpu.cfs_period_us").read_text().strip()
+        command_id = await sandbox.start_command("bash", "echo started; sleep 1000")
+        while "started" not in (await sandbox.command_state(command_id, 1)).result.stdout.text:
+            pass
+        members = (sandbox.cpu_cgroup / "cgroup.procs").read_text().split()
+        await sandbox.kill_command(command_id)
+    finally:
+        await sandbox.destroy()
+        await other.destroy()
+        await provider.close()
+    assert result.status == "ok" and int(quota) == int(period) * 3 // 2
+    assert members, "the command's processes joined the sandbox's cpu cgroup"
+    assert not sandbox.cpu_cgroup.exists()  # removed with the sandbox
+
+
+def test_a_cpu_cgroup_gets_an_equal_share_and_the_cores_cap(tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    made = cgroups.make_cpu(v1, "a", cpus=1.5, uid=None)
+    assert made is not None
+    assert (made / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (made / "cpu.shares").read_text() == "1024"
