@@ -129,3 +129,16 @@ def test_a_cpu_cgroup_gets_an_equal_share_and_the_cores_cap(tmp_path: Path) -> N
     assert made is not None
     assert (made / "cpu.cfs_quota_us").read_text() == "150000"
     assert (made / "cpu.shares").read_text() == "1024"
+
+
+@pytest.mark.skipif(cgroups.cpu_parent() is None, reason="no cpu cgroup on this host")
+async def test_closing_the_provider_leaves_no_cgroup_behind(sandbox_root: Path) -> None:
+    """Processes just killed are still on their way out when the cgroups go."""
+    left = []
+    for _ in range(5):
+        provider, sandbox = await _sandbox(sandbox_root, Limits())
+        await sandbox.start_command("bash", "for i in $(seq 150); do sleep 300 & done; wait")
+        await sandbox.run_code("bash", "true", 30)
+        await provider.close()
+        left += [cgroup for cgroup in sandbox.cgroups if cgroup.exists()]
+    assert left == []

@@ -20,8 +20,10 @@ sandbox's uid; nothing inside sees /sys at all).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 PREFIX = "sandbox-"
 JOIN_SH = 'echo $$ > "$0" && exec "$@"'
 CPU_SHARES = 1024  # the kernel's default weight: each sandbox counts as one process would
+REMOVE_WAIT_S = 2.0
 CFS_PERIOD_US = 100_000  # the kernel's default period, if the parent does not say
 
 
@@ -88,10 +91,18 @@ def join_command(cgroups: Sequence[Path]) -> list[str]:
     return command
 
 
-def remove(path: Path) -> None:
-    """rmdir the cgroup (only an empty one can go: its processes must have ended)."""
-    with contextlib.suppress(OSError):
-        path.rmdir()
+def remove(path: Path, wait_s: float = REMOVE_WAIT_S) -> None:
+    """rmdir the cgroup. Only an empty one can go: processes just killed may still be on
+    their way out, so a busy one is tried again for up to `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            path.rmdir()
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                return
+        time.sleep(0.05)
 
 
 def _v1_parent(controller: str) -> Path | None:
