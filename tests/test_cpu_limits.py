@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.agent.events import RunFinished
+from bot.compose import Runtime
 from bot.sandbox.base import ExecResult, SandboxSpec
 from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
+from tests.support import Recorder, settings_for
 
 CPU_S = 3  # per-process soft limit, and the tree's budget (plus the grace)
 LOOPS = 8  # 8 loops killed one by one at CPU_S would spend 24 s; the tree may spend 8
@@ -92,6 +96,51 @@ async def test_a_call_under_its_budget_is_not_stopped(sandbox_root: Path) -> Non
         await provider.close()
     assert [r.stdout.text for r in results] == ["done\n"] * 4
     assert all(r.status == "ok" and not r.note for r in results)
+
+
+# -- through the whole loop, the budget set by SANDBOX_CPU_S --
+
+
+def _spin_script(req):
+    """The model runs the loops in a call, then in a detached command it waits on."""
+    if req.turn == 0:
+        code = SPINNERS["bash children"]
+        return Reply([tool_use("run_code", {"language": "bash", "code": code})])
+    if req.turn == 1:
+        args = {"language": "bash", "code": SPINNERS["bash orphans"], "detached": True}
+        return Reply([tool_use("run_code", args)])
+    if req.turn == 2:
+        command_id = req.tool_results()[0].text.split("as ")[1].split(";")[0]
+        return Reply([tool_use("check_command", {"command_id": command_id, "wait_s": 240})])
+    return Reply([text("gave up")])
+
+
+async def test_the_model_is_told_its_loops_used_up_the_cpu_budget(sandbox_root: Path) -> None:
+    recorder = Recorder()
+    async with FakeAnthropic(_spin_script) as fake:
+        settings = settings_for(
+            fake.base_url, sandbox_root, sandbox_cpu_s=CPU_S, tool_timeout_s=int(RUN_TIMEOUT_S)
+        )
+        runtime = Runtime.from_settings(settings)  # the provider the settings describe
+        session = runtime.sessions.new("spin")
+        try:
+            result = await session.ask("keep the cores busy", recorder)
+        finally:
+            await session.close()
+            await runtime.close()
+        last = fake.requests[-1]
+    assert isinstance(result, RunFinished) and result.answer == "gave up"
+    seen = [
+        block["content"]
+        for message in last.messages
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    call, _, command = seen
+    for told in (call, command):
+        assert "status: killed" in told
+        assert f"more than {CPU_S + CPU_HARD_GRACE_S} s of CPU time" in told
 
 
 # -- a CPU share per sandbox, where the host has a cpu cgroup --
