@@ -50,6 +50,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip
 	$(BIN)/python -m bench.kernel
 	$(BIN)/python -m bench.kernel_flood
+	$(BIN)/python -m bench.cpu_watch
 	$(BIN)/python -m bench.buddy_run_code
 	$(BIN)/python -m bench.slack_latency
 	$(BIN)/python -m bench.slack_agent

@@ -15,11 +15,12 @@ from bot.agent.model import build_client
 from bot.coord import Coordinator, LocalCoordinator
 from bot.coord.redis import RedisCoordinator
 from bot.folders import PRIVATE, own_folder, sandbox_root_mode
+from bot.networks import parse_networks, parse_ports
 from bot.sandbox.base import SandboxProvider
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
-from bot.sandbox.repo_net import FetchRules, parse_networks, parse_ports
+from bot.sandbox.repo_net import FetchRules
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine, OpenerFor
@@ -41,19 +42,31 @@ def build_provider(settings: Settings) -> SandboxProvider:
         settings.repo_max_bytes,
         ports=parse_ports(settings.repo_allowed_ports),
     )
-    limits = Limits(
-        disk_bytes=settings.sandbox_disk_bytes,
-        max_files=settings.sandbox_max_files,
-        sandbox_memory_bytes=settings.sandbox_memory_bytes,
-        max_commands=settings.sandbox_max_commands,
-    )
     root = own_folder(settings.sandbox_root, sandbox_root_mode(), "SANDBOX_ROOT")
     return LocalProvider(
         root,
-        limits,
+        limits_from(settings),
         max_sandboxes=settings.max_sandboxes,
         wait_s=settings.sandbox_wait_s,
         fetch_rules=rules,
+    )
+
+
+def limits_from(settings: Settings) -> Limits:
+    """The local sandbox's limits, as the settings give them."""
+    return Limits(
+        cpu_s=settings.sandbox_cpu_s,
+        cpus=settings.sandbox_cpus,
+        memory_bytes=settings.sandbox_process_memory_bytes,
+        sandbox_memory_bytes=settings.sandbox_memory_bytes,
+        processes=settings.sandbox_processes,
+        file_size_bytes=settings.sandbox_file_bytes,
+        open_files=settings.sandbox_open_files,
+        disk_bytes=settings.sandbox_disk_bytes,
+        output_bytes=settings.sandbox_output_bytes,
+        command_max_s=settings.sandbox_command_max_s,
+        max_commands=settings.sandbox_max_commands,
+        max_files=settings.sandbox_max_files,
     )
 
 

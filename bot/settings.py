@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.folders import state_dir
-from bot.sandbox.repo_net import parse_networks, parse_ports
+from bot.networks import parse_networks, parse_ports
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -79,6 +79,23 @@ class Settings(BaseSettings):
     orphan_cleanup: bool = True
     orphan_sweep_interval_s: float = Field(default=600, gt=0)
     orphan_min_age_s: float = Field(default=600, ge=0)  # spare sandboxes still booting
+
+    # -- what one sandbox call may use (the local backend; output and the detached commands'
+    # cap on Buddy too). A call: a bash, node or Python call, a kernel cell, or a detached
+    # command, each with all the processes it starts.
+    sandbox_cpu_s: int = Field(default=300, ge=1)  # CPU seconds, all its processes together
+    sandbox_cpus: float | None = Field(default=None, gt=0)  # cores at once, where cgroups allow
+    sandbox_process_memory_bytes: int = Field(default=4 << 30, ge=64 << 20)  # per process
+    sandbox_processes: int = Field(default=256, ge=16)  # per sandbox (per uid)
+    sandbox_file_bytes: int = Field(default=1 << 30, gt=0)  # one file, at most
+    sandbox_open_files: int = Field(default=1024, ge=64)  # per process
+    sandbox_output_bytes: int = Field(default=1 << 20, ge=1024)  # per stream kept
+    sandbox_command_max_s: float = Field(default=6 * 3600, gt=0)  # a detached command's wall
+
+    @field_validator("sandbox_cpus", mode="before")
+    @classmethod
+    def _blank_cpus_is_no_cap(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     session_idle_timeout: float = Field(default=900, gt=0)
     # On idle: delete the sandbox, or stop it and keep it (files and all) this long.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.repo_net import parse_networks
+from bot.networks import parse_networks
 from bot.sessions.repo import BadRepoUrl, check_repo_url, check_resolves_public
 
 

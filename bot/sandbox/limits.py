@@ -15,7 +15,10 @@ KERNEL_GRACE_S = 3.0
 
 @dataclass(frozen=True)
 class Limits:
-    cpu_s: int = 300  # RLIMIT_CPU, per process
+    # RLIMIT_CPU per process; also the budget of a call's, command's or cell's whole process
+    # tree, watched from outside (local.cpu), plus CPU_HARD_GRACE_S
+    cpu_s: int = 300
+    cpus: float | None = None  # cores one sandbox may keep busy at once, where cgroups allow
     memory_bytes: int = 4 << 30  # RLIMIT_DATA: private writable memory per process
     sandbox_memory_bytes: int = 8 << 30  # all of a sandbox's memory, where cgroups allow
     processes: int = 256  # RLIMIT_NPROC, per host uid: per sandbox when the bot is root
@@ -29,6 +32,11 @@ class Limits:
     max_commands: int = 8  # detached commands running at once in one sandbox
     max_files: int = 200_000  # inodes (files, folders, links) in a session's folders
     kernel_grace_s: float = KERNEL_GRACE_S
+
+    @property
+    def cpu_budget_s(self) -> int:
+        """CPU seconds a call, detached command or cell may use, all its processes together."""
+        return self.cpu_s + CPU_HARD_GRACE_S
 
     def prlimit_args(self, *, cpu: bool = True) -> list[str]:
         """Options for `prlimit` (each sets soft and hard limit unless given as soft:hard).

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from bot.errors import SandboxError
+from bot.networks import Network
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # host, port -> addresses
 DEFAULT_PORTS = {"https": 443, "http": 80}
 ALLOWED_PORTS = frozenset({443, 80})  # REPO_ALLOWED_PORTS may name others
@@ -76,12 +76,6 @@ def carried_ipv4(address: Address) -> tuple[ipaddress.IPv4Address, ...]:
     return ()
 
 
-def parse_networks(text: str) -> tuple[Network, ...]:
-    """Comma-separated addresses or networks (`10.0.0.5`, `192.168.0.0/16`, `::1`)."""
-    parts = (p.strip() for p in text.split(","))
-    return tuple(ipaddress.ip_network(p, strict=False) for p in parts if p)
-
-
 @dataclass(frozen=True)
 class FetchRules:
     """What a repository fetch may reach and take in."""
@@ -101,14 +95,6 @@ class FetchRules:
 
     def _allowed(self, address: Address) -> bool:
         return any(address in net for net in self.allowed)
-
-
-def parse_ports(text: str) -> frozenset[int]:
-    """Comma-separated TCP ports (`443, 80, 8443`)."""
-    ports = frozenset(int(p) for p in (p.strip() for p in text.split(",")) if p)
-    if not ports or not all(0 < p < 65536 for p in ports):
-        raise ValueError("give ports from 1 to 65535, comma-separated")
-    return ports
 
 
 def check_port(url: str, rules: FetchRules) -> int:

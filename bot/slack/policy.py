@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.sandbox.repo_net import NO_RULES, FetchRules, parse_networks, parse_ports
+from bot.networks import parse_networks, parse_ports
+from bot.sandbox.repo_net import NO_RULES, FetchRules
 from bot.settings import Settings
 
 NOT_HERE = "Sorry, I'm not enabled in this channel. Ask an admin to add it, or try another one."

@@ -21,7 +21,7 @@ from bot.agent.events import RunFinished
 from bot.compose import Runtime, build_store
 from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
-from bot.sandbox.repo_net import parse_networks, parse_ports
+from bot.networks import parse_networks, parse_ports
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url

@@ -45,9 +45,9 @@ Shield = Callable[[Coroutine[Any, Any, None]], Awaitable[None]]
 class Capture:
     """A command's stdout and stderr, capped, fed from its JSONL log."""
 
-    def __init__(self) -> None:
-        self.stdout = CappedBuffer(OUTPUT_LIMIT)
-        self.stderr = CappedBuffer(OUTPUT_LIMIT)
+    def __init__(self, output_bytes: int = OUTPUT_LIMIT) -> None:
+        self.stdout = CappedBuffer(output_bytes)
+        self.stderr = CappedBuffer(output_bytes)
         self.parser = LogParser(self.stdout, self.stderr)
 
     def result(self, status: ExecStatus, exit_code: int | None, duration_s: float) -> ExecResult:
@@ -66,8 +66,12 @@ class BuddyCommands:
         shield: Shield,
         poll_interval_s: float,
         retry_base_delay_s: float,
+        output_bytes: int = OUTPUT_LIMIT,
+        command_max_s: float = COMMAND_MAX_S,
     ) -> None:
         self._http = http
+        self.output_bytes = output_bytes  # per stream kept
+        self.command_max_s = command_max_s  # wall-clock cap of a detached command
         self._sandbox_id = sandbox_id
         self.shield = shield
         self._poll_interval_s = poll_interval_s
@@ -101,7 +105,7 @@ class BuddyCommands:
 
     async def collect(self, command_id: str, timeout_s: float) -> ExecResult:
         """Output and result of a run; past the limit plus a grace the client kills it."""
-        capture = Capture()
+        capture = Capture(self.output_bytes)
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
@@ -125,13 +129,13 @@ class BuddyCommands:
     async def state(self, command_id: str) -> CommandState:
         """Status first, then the log: a finished status means the log is complete."""
         view = await self._get(command_id)
-        capture = Capture()
+        capture = Capture(self.output_bytes)
         await self.read_logs(command_id, capture.parser, follow=False)
         duration = self._duration(command_id, view)
         if view.get("status") not in FINISHED:
             return CommandState(command_id, True, capture.result("ok", None, duration))
         killed = command_id in self._killed
-        status, code = exec_status(exit_code_of(view), duration, COMMAND_MAX_S, killed=killed)
+        status, code = exec_status(exit_code_of(view), duration, self.command_max_s, killed=killed)
         return CommandState(command_id, False, capture.result(status, code, duration))
 
     async def wait(self, command_id: str, wait_s: float) -> None:

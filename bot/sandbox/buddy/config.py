@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError, SandboxConfigError
 from bot.sandbox.buddy.retries import REQUEST_TIMEOUT_S
-from bot.sandbox.limits import KERNEL_GRACE_S
+from bot.sandbox.limits import KERNEL_GRACE_S, Limits
 
 if TYPE_CHECKING:
     from bot.settings import Settings
@@ -50,6 +50,8 @@ class BuddyConfig:
     python_kernel: bool = True  # False: Python runs as a process per call
     network: bool = False  # model-written code may reach the network (SANDBOX_NETWORK=on)
     kernel_grace_s: float = KERNEL_GRACE_S  # an interrupted cell's time to return
+    output_bytes: int = Limits().output_bytes  # per stream kept (SANDBOX_OUTPUT_BYTES)
+    command_max_s: float = Limits().command_max_s  # a detached command's wall-clock cap
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BuddyConfig:
@@ -86,6 +88,8 @@ class BuddyConfig:
             ready_timeout_s=settings.buddy_ready_timeout_s,
             retry_base_delay_s=settings.buddy_retry_delay_s,
             network=settings.sandbox_network,
+            output_bytes=settings.sandbox_output_bytes,
+            command_max_s=settings.sandbox_command_max_s,
         )
 
 

@@ -17,7 +17,7 @@ import secrets
 
 from bot.errors import SandboxError
 from bot.sandbox.base import WORK_DIR
-from bot.sandbox.buddy.commands import COMMAND_MAX_S, OUTPUT_LIMIT, BuddyCommands
+from bot.sandbox.buddy.commands import COMMAND_MAX_S, BuddyCommands
 from bot.sandbox.buddy.scripts import cell_script, interrupt_script, kernel_script
 from bot.sandbox.buddy.wire import LogParser
 from bot.sandbox.kernel.frames import Cell, CellOutput, FrameReader, KernelExit, crash_detail
@@ -35,7 +35,10 @@ async def start_kernel(commands: BuddyCommands, *, network: bool) -> BuddyKernel
     `network` it runs in a network namespace of its own, as every snippet does."""
     folder = f"{KERNEL_ROOT}/{secrets.token_hex(6)}"
     script = kernel_script(
-        folder, output_bytes=OUTPUT_LIMIT, timeout_s=COMMAND_MAX_S, network=network
+        folder,
+        output_bytes=commands.output_bytes,
+        timeout_s=COMMAND_MAX_S,  # the default cap: a lower SANDBOX_COMMAND_MAX_S is not its
+        network=network,
     )
     return BuddyKernel(commands, await commands.start(script), folder)
 

@@ -34,7 +34,7 @@ from bot.sandbox.base import (
     sandbox_path,
     upload_path,
 )
-from bot.sandbox.buddy.commands import COMMAND_MAX_S, OUTPUT_LIMIT, BuddyCommands
+from bot.sandbox.buddy.commands import BuddyCommands
 from bot.sandbox.buddy.config import BuddyConfig
 from bot.sandbox.buddy.errors import GONE_MESSAGE, CommandNotFound, NotRunning
 from bot.sandbox.buddy.files import BuddyFiles
@@ -79,6 +79,8 @@ class BuddySandbox:
             shield=provider.shielded,
             poll_interval_s=provider.config.poll_interval_s,
             retry_base_delay_s=provider.config.retry_base_delay_s,
+            output_bytes=provider.config.output_bytes,
+            command_max_s=provider.config.command_max_s,
         )
         self._files = BuddyFiles(
             provider.http, sandbox_id, retry_base_delay_s=provider.config.retry_base_delay_s
@@ -92,7 +94,7 @@ class BuddySandbox:
         if provider.config.python_kernel:
             self._kernel = KernelRunner(
                 self._start_kernel,
-                output_bytes=OUTPUT_LIMIT,
+                output_bytes=provider.config.output_bytes,
                 fresh_first=attached,
                 grace_s=provider.config.kernel_grace_s,
             )
@@ -117,7 +119,7 @@ class BuddySandbox:
 
     async def start_command(self, language: Language, code: str) -> str:
         network = self._provider.config.network
-        script = run_script(language, code, COMMAND_MAX_S, network=network)
+        script = run_script(language, code, self._commands.command_max_s, network=network)
 
         async def start() -> str:
             async with self._guard():

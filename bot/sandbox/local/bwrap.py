@@ -22,6 +22,7 @@ from bot.errors import SandboxUnavailable
 from bot.sandbox.base import DATA_DIR, SANDBOX_PATH, WORK_DIR
 from bot.sandbox.limits import Limits
 from bot.sandbox.local.cgroups import join_command
+from bot.sandbox.local.cpu import CpuWatch
 from bot.sandbox.local.folders import SCRATCH
 from bot.sandbox.local.isolation import GENERATED_ETC, static_bwrap_args
 from bot.sandbox.local.uids import UID_RANGE
@@ -133,6 +134,7 @@ class Launcher:
         self.setpriv = require_util_linux("setpriv")
         self.uids = pick_uid(sandbox_uid)
         self.limits = limits
+        self.cpu_watch = CpuWatch()  # every container's CPU time, from outside
         self._static_args = static_bwrap_args(
             limits, network=network, user_namespaces=user_namespaces
         )
@@ -148,14 +150,14 @@ class Launcher:
         stdout: int = asyncio.subprocess.PIPE,
         cpu_limit: bool = True,
         uid: int | None = None,
-        cgroup: Path | None = None,
+        cgroups: Sequence[Path] = (),
     ) -> Container:
         """Start `command` in a new container over the sandbox folder `home` (its work and
         data mounted, /tmp and /dev/shm from `scratch`), as host `uid` (None: the bot's own).
 
         `files` maps sandbox paths to contents placed there read-only; stderr is always a
         pipe. Without `cpu_limit` the command must limit its CPU time itself (the kernel).
-        `cgroup`: the sandbox's memory cgroup, joined before anything else runs.
+        `cgroups`: the sandbox's memory and cpu cgroups, joined before anything else runs.
         """
         info_read, info_write = os.pipe()
         fds = [info_write]
@@ -174,7 +176,7 @@ class Launcher:
                 fds.append(_memfd(content))
                 binds += ["--perms", "0444", "--ro-bind-data", str(fds[-1]), dest]
             proc = await asyncio.create_subprocess_exec(
-                *join_command(cgroup),
+                *join_command(cgroups),
                 *self._argv(binds, info_write, command, cpu_limit),
                 stdin=stdin,
                 stdout=stdout,

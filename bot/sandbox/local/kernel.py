@@ -30,13 +30,12 @@ from bot.sandbox.kernel.frames import (
     crash_detail,
     run_request,
 )
-from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
+from bot.sandbox.limits import Limits
 from bot.sandbox.local.bwrap import Container
-from bot.sandbox.local.cpu import tree_cpu_s
+from bot.sandbox.local.cpu import Budget, CpuWatch
 from bot.sandbox.output import READ_CHUNK, CappedBuffer, pump
 
 STDERR_BYTES = 8192
-CPU_POLL_S = 0.5  # between two looks at the kernel's CPU time
 EXIT_WAIT_S = 5.0  # after its output ended, how long the kernel may take to exit
 
 # Starts a container over the sandbox: (command, files, stdin, stdout, cpu_limit).
@@ -54,7 +53,9 @@ def kernel_command(python: str, limits: Limits) -> tuple[list[str], dict[str, by
     return argv, {f"{RUN_DIR}/{name}": data for name, data in KERNEL_FILES.items()}
 
 
-async def start_kernel(spawn: Spawn, python: str, limits: Limits) -> LocalKernel:
+async def start_kernel(
+    spawn: Spawn, python: str, limits: Limits, cpu_watch: CpuWatch | None = None
+) -> LocalKernel:
     command, files = kernel_command(python, limits)
     container = await spawn(
         command,
@@ -63,20 +64,20 @@ async def start_kernel(spawn: Spawn, python: str, limits: Limits) -> LocalKernel
         stdout=asyncio.subprocess.PIPE,
         cpu_limit=False,
     )
-    budget = limits.cpu_s + CPU_HARD_GRACE_S
-    return LocalKernel(container, output_bytes=limits.output_bytes, cpu_budget_s=budget)
+    cpu = (cpu_watch, limits.cpu_budget_s) if cpu_watch is not None else None
+    return LocalKernel(container, output_bytes=limits.output_bytes, cpu=cpu)
 
 
 class LocalKernel:
     """A kernel in its own container, reached through the container's pipes; killed when
-    a cell spends more than `cpu_budget_s` of CPU time."""
+    a cell spends more than its CPU budget (`cpu`: the watch, and the budget in seconds)."""
 
     def __init__(
         self,
         container: Container,
         *,
         output_bytes: int = 1 << 20,
-        cpu_budget_s: float | None = None,
+        cpu: tuple[CpuWatch, float] | None = None,
     ) -> None:
         proc = container.proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -88,17 +89,17 @@ class LocalKernel:
         self.flooded = False  # killed for sending more than a cell may on the channel
         self._errors = CappedBuffer(STDERR_BYTES)
         self._err_pump = asyncio.create_task(pump(proc.stderr, self._errors))
-        self._cpu_budget_s = cpu_budget_s
-        self._cpu_start: float | None = None  # the container's CPU time when the cell began
         self.cpu_spent = False  # killed for spending more than a cell's CPU budget
-        self._cpu_watch: asyncio.Task[None] | None = None
-        if cpu_budget_s is not None:
-            self._cpu_watch = asyncio.create_task(self._watch_cpu(cpu_budget_s))
+        self._cpu_budget_s = cpu[1] if cpu is not None else None
+        self._cpu: tuple[CpuWatch, Budget] | None = None
+        if cpu is not None:  # counted from each cell's start: starting up is not its to pay
+            budget = cpu[0].watch(proc.pid, cpu[1], self._cpu_spent, counting=False)
+            self._cpu = (cpu[0], budget)
 
     async def run(self, cell: Cell, output: CellOutput) -> None:
         self._frames.output = output
-        if self._cpu_watch is not None:
-            self._cpu_start = await asyncio.to_thread(tree_cpu_s, self._proc.pid)
+        if self._cpu is not None:
+            await self._cpu[0].restart(self._cpu[1])
         try:
             self._stdin.write(run_request(cell))
             await self._stdin.drain()
@@ -148,21 +149,14 @@ class LocalKernel:
             return KernelExit(128 + signal.SIGXCPU, detail)
         return KernelExit(rc if rc >= 0 else 128 - rc, crash_detail(message))
 
-    async def _watch_cpu(self, budget_s: float) -> None:
-        """Kill the kernel once the running (or last) cell's CPU time passes `budget_s`."""
-        while self._proc.returncode is None:
-            await asyncio.sleep(CPU_POLL_S)
-            if self._cpu_start is None:
-                continue  # no cell yet: starting up is not the cell's to pay for
-            used = await asyncio.to_thread(tree_cpu_s, self._proc.pid)
-            if used - self._cpu_start > budget_s:
-                self.cpu_spent = True
-                self._container.kill()
-                return
+    def _cpu_spent(self) -> None:
+        """The running (or last) cell, with all it started, passed its CPU budget."""
+        self.cpu_spent = True
+        self._container.kill()
 
     async def _close(self) -> None:
-        if self._cpu_watch is not None:
-            self._cpu_watch.cancel()
+        if self._cpu is not None:
+            self._cpu[0].unwatch(self._cpu[1])
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._err_pump), 1.0)
         self._err_pump.cancel()

@@ -74,6 +74,9 @@ class LocalProvider:
         self._memory = cgroups.memory_parent() if self._launcher.uids is not None else None
         if self._memory is None:
             log.info("no memory cgroups here: a local sandbox's memory is capped per process")
+        self._cpu = cgroups.cpu_parent() if self._launcher.uids is not None else None
+        if self._cpu is None:
+            log.info("no cpu cgroups here: a local sandbox's CPU time is capped per call")
         self._probed = False
         self._closed = False
 
@@ -86,7 +89,7 @@ class LocalProvider:
         sandbox = self._sandboxes[sandbox_id] = self._sandbox(sandbox_id, home)
         try:
             sandbox.uid = await asyncio.to_thread(self._make_home, home, spec)
-            sandbox.cgroup = await self._cgroup(sandbox_id, sandbox.uid)
+            await self._cgroups(sandbox)
             await self._probe(home, sandbox.uid)
             if spec.repo_url:
                 await git_clone(
@@ -114,7 +117,7 @@ class LocalProvider:
         await self.slots.take()
         sandbox = self._sandbox(sandbox_id, home, attached=True)
         sandbox.uid = uid
-        sandbox.cgroup = await self._cgroup(sandbox_id, uid)
+        await self._cgroups(sandbox)
         self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
@@ -130,10 +133,8 @@ class LocalProvider:
         else:  # left over from an earlier run
             await asyncio.to_thread(kill_containers_of, self.root / sandbox_id)
             await asyncio.to_thread(remove_tree, self.root / sandbox_id)
-            if self._memory is not None:
-                await asyncio.to_thread(
-                    cgroups.remove, self._memory / f"{cgroups.PREFIX}{sandbox_id}"
-                )
+            for parent in filter(None, (self._memory, self._cpu)):
+                await asyncio.to_thread(cgroups.remove, parent / f"{cgroups.PREFIX}{sandbox_id}")
 
     async def close(self) -> None:
         """Stop every process of this provider's sandboxes; their folders stay (their
@@ -141,8 +142,9 @@ class LocalProvider:
         self._closed = True
         sandboxes = list(self._sandboxes.values())
         await asyncio.gather(*(sb.stop_all() for sb in sandboxes))
-        for cgroup in filter(None, (sb.cgroup for sb in sandboxes)):
+        for cgroup in (c for sb in sandboxes for c in sb.cgroups):
             await asyncio.to_thread(cgroups.remove, cgroup)
+        await self._launcher.cpu_watch.close()
 
     # -- internals --
 
@@ -159,11 +161,17 @@ class LocalProvider:
             attached=attached,
         )
 
-    async def _cgroup(self, sandbox_id: str, uid: int | None) -> Path | None:
-        if self._memory is None:
-            return None
-        limit = self.limits.sandbox_memory_bytes
-        return await asyncio.to_thread(cgroups.make, self._memory, sandbox_id, limit, uid)
+    async def _cgroups(self, sandbox: LocalSandbox) -> None:
+        """Its memory and cpu cgroups, where the host offers them."""
+        name, uid = sandbox.id, sandbox.uid
+        if self._memory is not None:
+            limit = self.limits.sandbox_memory_bytes
+            sandbox.cgroup = await asyncio.to_thread(cgroups.make, self._memory, name, limit, uid)
+        if self._cpu is not None:
+            cpus = self.limits.cpus
+            sandbox.cpu_cgroup = await asyncio.to_thread(
+                cgroups.make_cpu, self._cpu, name, cpus, uid
+            )
 
     def _make_home(self, home: Path, spec: SandboxSpec) -> int | None:
         """Make the sandbox's folders, owned by the uid it will run as (returned)."""

@@ -8,6 +8,7 @@ import time
 
 from bot.sandbox.base import ExecResult, ExecStatus, exit_status
 from bot.sandbox.local.bwrap import Container
+from bot.sandbox.local.cpu import CpuWatch
 from bot.sandbox.output import CappedBuffer, pump
 
 PIPE_GRACE_S = 5.0  # after exit, how long to wait for the output pipes to reach EOF
@@ -16,7 +17,15 @@ PIPE_GRACE_S = 5.0  # after exit, how long to wait for the output pipes to reach
 class Run:
     """A snippet's container with its stdout and stderr pumped into capped buffers."""
 
-    def __init__(self, container: Container, output_bytes: int, max_s: float | None) -> None:
+    def __init__(
+        self,
+        container: Container,
+        output_bytes: int,
+        max_s: float | None,
+        cpu: tuple[CpuWatch, float] | None = None,
+    ) -> None:
+        """`cpu`: the watch that stops the container once all its processes together have
+        used the given CPU seconds."""
         self.container = container
         self.proc = container.proc
         self.stdout = CappedBuffer(output_bytes)
@@ -27,6 +36,18 @@ class Run:
         self.note = ""  # told to the model with the result
         self.watcher: asyncio.Task[None] | None = None  # keeps a detached run under the quota
         self.done = asyncio.create_task(self._finish(max_s))
+        if cpu is not None:
+            watch, limit_s = cpu
+            budget = watch.watch(self.proc.pid, limit_s, lambda: self._cpu_spent(limit_s))
+            self.done.add_done_callback(lambda _: watch.unwatch(budget))
+
+    def _cpu_spent(self, limit_s: float) -> None:
+        if self.proc.returncode is None:
+            self.note = (
+                f"It was stopped: its processes together used more than {limit_s:.0f} s of "
+                "CPU time, the most one call or detached command may use."
+            )
+            self.kill("killed")
 
     async def _finish(self, max_s: float | None) -> None:
         assert self.proc.stdout is not None and self.proc.stderr is not None

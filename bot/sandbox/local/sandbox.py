@@ -82,6 +82,7 @@ class LocalSandbox:
         self._stopped = False
         self.uid: int | None = launcher.uids if isinstance(launcher.uids, int) else None
         self.cgroup: Path | None = None  # its memory cgroup, if the host offers one
+        self.cpu_cgroup: Path | None = None  # and its cpu cgroup
         folders = [home / name for name in QUOTA_FOLDERS]
         limits = self._limits
         self._quota = DiskQuota(folders, limits.disk_bytes, self.stop_all, limits.max_files)
@@ -245,8 +246,8 @@ class LocalSandbox:
         try:
             await self.stop_all()
             await asyncio.to_thread(remove_tree, self._home)
-            if self.cgroup is not None:
-                await asyncio.to_thread(cgroups.remove, self.cgroup)
+            for cgroup in self.cgroups:
+                await asyncio.to_thread(cgroups.remove, cgroup)
         finally:
             self._forget(self.id)
             if not self._stopped:
@@ -263,6 +264,11 @@ class LocalSandbox:
         pending = [run.done for run in self._runs]
         if pending:
             await asyncio.wait(pending)
+
+    @property
+    def cgroups(self) -> list[Path]:
+        """The cgroups its containers join (none where the host offers none)."""
+        return [c for c in (self.cgroup, self.cpu_cgroup) if c is not None]
 
     # -- internals --
 
@@ -304,7 +310,7 @@ class LocalSandbox:
                 stdout=stdout,
                 cpu_limit=cpu_limit,
                 uid=self.uid,
-                cgroup=self.cgroup,
+                cgroups=self.cgroups,
             )
         except BaseException:
             await asyncio.to_thread(remove_tree, scratch)
@@ -327,13 +333,14 @@ class LocalSandbox:
     async def _start_kernel(self) -> KernelProcess:
         python = self._programs.interpreter("python")
         assert python is not None, "checked before the kernel is asked for"
-        return await start_kernel(self._spawn, python, self._limits)
+        return await start_kernel(self._spawn, python, self._limits, self._launcher.cpu_watch)
 
     async def _start(self, language: str, code: str, max_s: float | None) -> Run:
         self._check_alive()
         command, files = self._programs.command(language, code)
         container = await self._spawn(command, files=files)
-        run = Run(container, self._limits.output_bytes, max_s)
+        cpu = (self._launcher.cpu_watch, self._limits.cpu_budget_s)
+        run = Run(container, self._limits.output_bytes, max_s, cpu)
         self._runs.add(run)
         run.done.add_done_callback(lambda _: self._runs.discard(run))
         return run
