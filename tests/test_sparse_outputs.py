@@ -5,11 +5,20 @@ a cap per file and a cap per answer, and says in the thread what it left out and
 
 from __future__ import annotations
 
+import io
 import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.fakes.anthropic import Reply, text, tool_use
+import pytest
+
+from bot.scrub import Scrubber
+from bot.sessions.events import OutputsReady
+from bot.sessions.outputs import LeftOut, OutputBudget, OutputCaps
+from bot.terminal.render import TerminalView
+from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, running_bot
+from tests.support import Recorder, runtime_on
 
 MB = 1 << 20
 FILES, FILE_MB = 30, 4  # 120 MB as read, next to no disk
@@ -57,3 +66,69 @@ async def test_sparse_outputs_are_streamed_and_capped(
     assert "huge.bin" in texts and "over the 6.0 MB limit for one file" in texts
     assert "f03.bin" in texts and "10.0 MB in all" in texts
     assert "more" in texts  # 28 names are not listed one by one
+
+
+async def test_the_terminal_saves_sparse_outputs_streamed_and_capped(
+    backend: str, tmp_path: Path, sandbox_root: Path
+) -> None:
+    """`ask --out DIR`: the same caps, and the terminal says what was not saved."""
+    caps = {"output_file_max_bytes": FILE_CAP, "output_total_max_bytes": TOTAL_CAP}
+    out, dest = io.StringIO(), tmp_path / "out"
+    async with (
+        FakeAnthropic(sparse_writer) as fake,
+        runtime_on(backend, fake.base_url, sandbox_root, **caps) as runtime,
+    ):
+        session = runtime.sessions.new("test-sparse")
+        try:
+            await session.ask("make files", Recorder())
+            tracemalloc.start()
+            try:
+                view = TerminalView(out, color=False, save_to=dest)
+                await view(OutputsReady(session.outputs))
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+        finally:
+            await session.close()
+
+    saved = sorted(p.name for p in dest.iterdir())
+    assert saved == ["f01.bin", "f02.bin", "report.md"]  # no .part file left behind
+    assert sum(p.stat().st_size for p in dest.iterdir()) <= TOTAL_CAP
+    assert peak < 8 * MB, f"peak {peak / MB:.0f} MB"
+    printed = out.getvalue()
+    assert "Not saved: " in printed and "huge.bin (over the 6.0 MB limit for one file)" in printed
+    assert "f03.bin" in printed and "and 18 more (the answer's files passed 10.0 MB" in printed
+
+
+async def test_a_file_that_grows_past_its_listed_size_is_cut_off() -> None:
+    """Listed small, then written on by a command still running: the bytes read count."""
+
+    async def growing() -> AsyncIterator[bytes]:
+        for _ in range(100):
+            yield b"x" * 1000
+
+    budget = OutputBudget(OutputCaps(file_bytes=5000, total_bytes=8000))
+    assert budget.refusal(10) == ""
+    with pytest.raises(LeftOut, match="limit for one file"):
+        async for _ in budget.capped(growing()):
+            pass
+    assert budget.used == 0  # a file left out takes none of the answer's room
+    async for _ in budget.capped(_chunks(b"y" * 4000)):
+        pass
+    with pytest.raises(LeftOut, match="in all"):
+        async for _ in budget.capped(_chunks(b"z" * 4500)):
+            pass
+    assert budget.refusal(4001) != "" and budget.refusal(4000) == ""
+
+
+async def _chunks(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def test_secrets_are_scrubbed_across_chunk_boundaries() -> None:
+    scrubber = Scrubber(["s3cret-token-value", "another-secret"])
+    data = b"a s3cret-token-value b another-secret c s3cret-token-valu" * 50
+    for size in (1, 3, 7, 64):
+        stream = scrubber.stream()
+        out = b"".join(stream.feed(data[i : i + size]) for i in range(0, len(data), size))
+        assert out + stream.end() == scrubber.bytes(data)
