@@ -40,6 +40,45 @@ class Scrubber:
             value = value.replace(secret.encode(), REDACTED.encode())
         return value
 
+    @property
+    def has_secrets(self) -> bool:
+        return bool(self._secrets)
+
+    def stream(self) -> ByteStream:
+        """A scrubber of one byte stream fed in pieces (a secret may span two)."""
+        return ByteStream([s.encode() for s in self._secrets])
+
+
+class ByteStream:
+    """Scrubs a stream chunk by chunk; holds back at most the longest secret's length less
+    one byte, in case a secret begins there."""
+
+    def __init__(self, secrets: list[bytes]) -> None:
+        self._pattern = re.compile(b"|".join(map(re.escape, secrets))) if secrets else None
+        self._hold = max(map(len, secrets), default=1) - 1
+        self._carry = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._pattern is None:
+            return chunk
+        data = self._carry + chunk
+        cut = len(data) - self._hold  # a match starting before it lies wholly in `data`
+        out, pos = [], 0
+        for match in self._pattern.finditer(data):
+            if match.start() >= cut:
+                break
+            out += [data[pos : match.start()], REDACTED.encode()]
+            pos = match.end()
+        end = max(cut, pos)
+        out.append(data[pos:end])
+        self._carry = data[end:]
+        return b"".join(out)
+
+    def end(self) -> bytes:
+        """What was held back, scrubbed."""
+        rest, self._carry = self._carry, b""
+        return self._pattern.sub(REDACTED.encode(), rest) if self._pattern else rest
+
 
 # Token-shaped strings, scrubbed from logs even when not configured here (a token another
 # service echoed back, one pasted into a thread): Slack's bot, user, app and refresh tokens,

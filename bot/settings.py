@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     max_sandboxes: int = Field(default=32, gt=0)  # live local sandboxes per bot process
     sandbox_wait_s: float = Field(default=120, ge=0)  # a new one waits this long for a slot
     spool_dir: Path = Field(default_factory=lambda: state_dir() / "spool")
+    # An answer's files (report.md, out/), counted as they read (a sparse file in full):
+    # one over the first is left out, and the rest once they pass the second in all.
+    output_file_max_bytes: int = Field(default=50 << 20, gt=0)
+    output_total_max_bytes: int = Field(default=200 << 20, gt=0)
 
     buddy_token: SecretStr | None = None
     buddy_workspace: str | None = None

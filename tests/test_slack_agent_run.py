@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent.events import RunFinished, ToolCallStarted
 from bot.agent.usage import Usage
 from bot.sessions.events import OutputsReady, RunStarted
+from bot.sessions.outputs import OutputFile
 from bot.slack.agent_threads import STATUS, AgentThreads
 from bot.slack.run_view import SlackRunView
 from bot.slack.threads import ThreadRef
@@ -79,7 +80,7 @@ async def report_files():
         yield b"# Report\n"
 
     for name in ("report.md", "a.csv", "b.csv"):
-        yield name, content()
+        yield OutputFile(name, content())
 
 
 async def test_a_wait_for_an_upload_leaves_no_status_behind(slack: FakeSlack) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from bot.agent.events import RunFinished
 from bot.agent.usage import Usage
 from bot.sessions.events import OutputsReady
+from bot.sessions.outputs import OutputFile
 from bot.terminal.render import TerminalView
 
 ANSWER = """India grew most.
@@ -41,9 +42,9 @@ def outputs(files: dict[str, bytes]):
     async def stream(data: bytes) -> AsyncIterator[bytes]:
         yield data
 
-    async def listing() -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
+    async def listing() -> AsyncIterator[OutputFile]:
         for name, data in files.items():
-            yield name, stream(data)
+            yield OutputFile(name, stream(data))
 
     return listing
 

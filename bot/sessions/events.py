@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from bot.agent.events import Event
+from bot.sessions.outputs import OutputFile
 
-Outputs = Callable[[], AsyncIterator[tuple[str, AsyncIterator[bytes]]]]
+Outputs = Callable[[], AsyncIterator[OutputFile]]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class RunStarted:
 @dataclass(frozen=True)
 class OutputsReady:
     """The run ended with an answer or a model failure; `files()` streams report.md and
-    out/ (safe names), for the front end to save or post."""
+    out/ (safe names, within the output caps), for the front end to save or post."""
 
     files: Outputs
 

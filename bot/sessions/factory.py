@@ -16,6 +16,7 @@ from bot.agent.models import ModelLimits
 from bot.agent.tools import SandboxGetter, Toolbox
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber
+from bot.sessions.outputs import OutputCaps
 from bot.sessions.session import Session
 from bot.settings import Settings
 
@@ -71,6 +72,9 @@ class SessionFactory:
             repo_url=repo_url,
             tags=(self._settings.sandbox_tag, session_tag(key)),
             spool_dir=self._settings.spool_dir,
+            output_caps=OutputCaps(
+                self._settings.output_file_max_bytes, self._settings.output_total_max_bytes
+            ),
             on_sandbox=on_sandbox,
         )
 

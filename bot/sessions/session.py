@@ -35,6 +35,7 @@ from bot.sessions.events import Outputs, SandboxWaiting
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
 from bot.sessions.notes import STOPPED, fresh_sandbox, not_posted
+from bot.sessions.outputs import DEFAULT_CAPS, LeftOut, OutputBudget, OutputCaps, OutputFile
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -62,6 +63,7 @@ class Session:
         repo_url: str | None = None,
         tags: tuple[str, ...] = (),
         spool_dir: Path = DEFAULT_SPOOL_DIR,
+        output_caps: OutputCaps = DEFAULT_CAPS,
         on_sandbox: Callable[[str | None], Awaitable[None]] | None = None,
     ) -> None:
         self.key = key
@@ -70,6 +72,7 @@ class Session:
         self._spec = SandboxSpec(session_key=key, repo_url=repo_url, tags=tags)
         self._provider = provider
         self._spool_dir = spool_dir
+        self._output_caps = output_caps
         self._sandbox_task: asyncio.Task[Sandbox] | None = None
         self._uploads: list[asyncio.Task[None]] = []
         self._sandboxes_made = 0
@@ -210,28 +213,35 @@ class Session:
             finally:
                 self._reporter = None
 
-    async def outputs(self) -> AsyncIterator[tuple[str, AsyncIterator[bytes]]]:
-        """report.md (if written), then each file in out/: (safe name, byte stream). Links
+    async def outputs(self) -> AsyncIterator[OutputFile]:
+        """report.md (if written), then each file in out/, by safe name: its byte stream
+        within the output caps, or why it was left out (its listed, apparent size). Links
         and other non-files are not posted; the model is told with its next question."""
         sandbox = await self.sandbox()
+        budget = OutputBudget(self._output_caps)
         work = {entry.name: entry for entry in await sandbox.list_dir(WORK_DIR)}
         sources = self._deliverables([work["report.md"]] if "report.md" in work else [], WORK_DIR)
         with contextlib.suppress(SandboxPathError):
             entries = await sandbox.list_dir(OUT_DIR)
             sources += self._deliverables([e for e in entries if e.kind != "dir"], OUT_DIR)
-        for source in sources:
+        for source, size in sources:
+            name = safe_name(source.rsplit("/", 1)[-1], set())
+            if why := budget.refusal(size):
+                yield OutputFile(name, None, why)
+                continue
             chunks = await _opened(sandbox.download(source))
             if chunks is None:  # it changed since the listing (into a link, say)
                 self._notes.append(not_posted(source, "other"))
                 continue
-            yield safe_name(source.rsplit("/", 1)[-1], set()), chunks
+            yield OutputFile(name, budget.capped(chunks))
 
-    def _deliverables(self, entries: list[FileEntry], folder: str) -> list[str]:
-        """The paths of the regular files among `entries`; the others noted for the model."""
+    def _deliverables(self, entries: list[FileEntry], folder: str) -> list[tuple[str, int]]:
+        """The paths and sizes of the regular files among `entries`; the others noted for
+        the model."""
         paths = []
         for entry in entries:
             if entry.kind == "file":
-                paths.append(f"{folder}/{entry.name}")
+                paths.append((f"{folder}/{entry.name}", entry.size))
             else:
                 self._notes.append(not_posted(f"{folder}/{entry.name}", entry.kind))
         return paths
@@ -326,14 +336,24 @@ async def _again(intake: Intake) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def save_outputs(files: Outputs, dest: Path) -> list[Path]:
-    """Copy report.md and the files in out/ to a local folder; returns what was saved."""
+async def save_outputs(
+    files: Outputs, dest: Path, left_out: list[tuple[str, str]] | None = None
+) -> list[Path]:
+    """Copy report.md and the files in out/ to a local folder, streamed and within the
+    output caps; returns what was saved. What was not, and why, goes to `left_out`."""
     saved = []
     await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
-    async for name, chunks in files():
-        with contextlib.suppress(SandboxPathError):
-            await _save(chunks, dest / name)
-            saved.append(dest / name)
+    async for file in files():
+        try:
+            if file.chunks is None:
+                raise LeftOut(file.why)
+            await _save(file.chunks, dest / file.name)
+            saved.append(dest / file.name)
+        except LeftOut as exc:
+            if left_out is not None:
+                left_out.append((file.name, str(exc)))
+        except SandboxPathError:
+            pass
     return saved
 
 
@@ -344,6 +364,9 @@ async def _save(chunks: AsyncIterator[bytes], target: Path) -> None:
     try:
         async for chunk in chunks:
             await asyncio.to_thread(handle.write, chunk)
+    except BaseException:
+        await asyncio.to_thread(partial.unlink, missing_ok=True)  # no half-written file
+        raise
     finally:
         await asyncio.to_thread(handle.close)
     await asyncio.to_thread(partial.replace, target)

@@ -8,6 +8,7 @@ The texts the views say are in `notes.py`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bot.agent.clip import clip
@@ -217,9 +218,10 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
 ALT_MAX = 1000  # characters of an image's alt text
 
 
-def upload(name: str, content: bytes, alt: str | None = None) -> dict[str, Any]:
-    """One file for files_upload_v2; an image gets alt text (`alt`: what its chart shows),
-    so it shows inline and is described to screen readers."""
+def upload(name: str, content: bytes | Path, alt: str | None = None) -> dict[str, Any]:
+    """One file for SlackWeb.upload (its bytes, or the host file holding them); an image
+    gets alt text (`alt`: what its chart shows), so it shows inline and is described to
+    screen readers."""
     item: dict[str, Any] = {"content": content, "filename": name, "title": name}
     if name.lower().endswith(IMAGE_SUFFIXES):
         said = alt or f"Chart from the analysis: {name.rsplit('.', 1)[0]}"

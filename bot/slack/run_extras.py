@@ -10,23 +10,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.events import RunFinished
-from bot.results.charts import Chart, describe, parse_chart
-from bot.results.tables import Table, table_from_csv
+from bot.results.charts import Chart, describe
+from bot.results.tables import Table
 from bot.sessions.events import BudgetSpent, Outputs
+from bot.sessions.outputs import left_out_note
 from bot.slack import notes, render
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.answer_files import REPORT, Found, collect, csv_tables
 from bot.slack.canvas import ReportCanvases
-from bot.slack.results import TABLES_MAX, AnswerData, ResultsPoster
+from bot.slack.results import AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.store.base import Store
-
-OUTPUT_MAX_BYTES = 50 << 20
-CHART_SUFFIX = ".chart.json"  # the kernel's record of the chart in the image of that stem
-CHART_MAX_BYTES = 512 << 10
-REPORT = "report.md"
 
 
 @dataclass
@@ -62,16 +59,31 @@ class RunExtras:
         await self._web.post(self._ref.channel, self._ref.ts, text, blocks)
 
     async def outputs(self, files: Outputs, streamed: AgentStyle | None) -> None:
-        """After an answer: report.md and the charts as files, then any budget note.
-        `streamed`: the run's agent style, whose one message says enough."""
+        """After an answer: report.md and the charts as files, what was left out of them,
+        then any budget note. `streamed`: the run's agent style, whose one message says
+        enough."""
         if self.finished is None:
             return  # a failed run's half-made files are not shared
         tables, self.answer_tables = self.answer_tables, []
         try:
-            found = await _read(files)
+            found = await collect(files)
         except Exception:  # the answer points at its tables: they come even so
-            await self._show_data(Found([], {}), tables)
+            await self._show_data(None, tables)
             raise
+        try:
+            await self._attach(found, tables, streamed)
+        finally:
+            await found.remove()
+        if note := left_out_note(found.left_out):
+            await self.say(note)
+        if self.finished.stop == "budget":
+            note = notes.budget_stop(self.finished.budget_usd)
+            grant = f"run:{self.run_id}"
+            await self.say(
+                note, render.continue_button(note, self._ref.key, self._continue_usd, grant)
+            )
+
+    async def _attach(self, found: Found, tables: list[Table], streamed: AgentStyle | None) -> None:
         uploads = await self._show_data(found, tables)
         if streamed is None and not any(u["filename"] == REPORT for u in uploads):
             await self.say(notes.NO_REPORT)
@@ -80,12 +92,6 @@ class RunExtras:
             await self._web.upload(self._ref.channel, self._ref.ts, uploads, waiting)
             if streamed is not None:
                 await streamed.uploaded()
-        if self.finished.stop == "budget":
-            note = notes.budget_stop(self.finished.budget_usd)
-            grant = f"run:{self.run_id}"
-            await self.say(
-                note, render.continue_button(note, self._ref.key, self._continue_usd, grant)
-            )
 
     async def budget_spent(self, event: BudgetSpent) -> None:
         """Notes on files held for a run that will not come are posted as they are, then
@@ -101,70 +107,23 @@ class RunExtras:
             note, render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
         )
 
-    async def _show_data(self, found: Found, tables: list[Table]) -> list[dict[str, Any]]:
+    async def _show_data(self, found: Found | None, tables: list[Table]) -> list[dict[str, Any]]:
         """Post the answer's data (its tables, result CSVs, charts, the report's canvas);
         returns the uploads, with the CSVs of tables cut to fit and the charts' alt text."""
+        kept = found.files if found else []
+        charts = found.charts if found else {}
+        uploads = [render.upload(k.name, k.path, _alt(charts.get(_stem(k.name)))) for k in kept]
         if self._data is None:
-            return [render.upload(name, content) for name, content in found.files]
-        data = AnswerData(tables=[(t, None) for t in tables], charts=list(found.charts.values()))
-        data.tables += await asyncio.to_thread(_csv_tables, found.files)
-        report = dict(found.files).get(REPORT)
+            return uploads
+        data = AnswerData(tables=[(t, None) for t in tables], charts=list(charts.values()))
+        data.tables += await asyncio.to_thread(csv_tables, kept)
+        report = await asyncio.to_thread(found.report_text) if found else None
         if report is not None and self._data.canvases is not None:
-            text = report.decode("utf-8", "replace")
-            data.canvas_id = await self._data.canvases.publish(self._ref, text)
-        uploads = [render.upload(n, c, _alt(found.charts.get(_stem(n)))) for n, c in found.files]
+            data.canvas_id = await self._data.canvases.publish(self._ref, report)
         if data:
             taken = {u["filename"] for u in uploads}
             uploads += await self._data.results.post(self._ref, data, taken)
         return uploads
-
-
-@dataclass
-class Found:
-    """A run's files (name, bytes) to attach, and the charts recorded for their images
-    (by the image's stem)."""
-
-    files: list[tuple[str, bytes]]
-    charts: dict[str, Chart]
-
-
-async def _read(files: Outputs) -> Found:
-    """The run's files; one over OUTPUT_MAX_BYTES is left out, and the kernel's chart
-    records are read (they are hostile: written in the sandbox) rather than attached."""
-    found = Found([], {})
-    async for name, chunks in files():
-        is_chart = name.endswith(CHART_SUFFIX)
-        limit = CHART_MAX_BYTES if is_chart else OUTPUT_MAX_BYTES
-        data = bytearray()
-        async for chunk in chunks:
-            data += chunk
-            if len(data) > limit:
-                break
-        if len(data) > limit:
-            continue
-        if is_chart:
-            chart = await asyncio.to_thread(parse_chart, bytes(data))
-            if chart is not None:
-                found.charts[name.removesuffix(CHART_SUFFIX)] = chart
-        else:
-            found.files.append((name, bytes(data)))
-    images = {_stem(n) for n, _ in found.files if n.lower().endswith(render.IMAGE_SUFFIXES)}
-    found.charts = {stem: c for stem, c in found.charts.items() if stem in images}
-    return found
-
-
-def _csv_tables(files: list[tuple[str, bytes]]) -> list[tuple[Table, str | None]]:
-    """The result tables the run wrote as CSV files (each attached whole already); only
-    as many as are shown, so a run that wrote thousands is not read through."""
-    tables: list[tuple[Table, str | None]] = []
-    for name, content in files:
-        if len(tables) == TABLES_MAX:
-            break
-        if name.lower().endswith(".csv"):
-            table = table_from_csv(content, _stem(name).replace("_", " "))
-            if table is not None:
-                tables.append((table, name))
-    return tables
 
 
 def _stem(name: str) -> str:

@@ -31,6 +31,7 @@ from bot.sessions.events import (
     SandboxWaiting,
     SessionEvent,
 )
+from bot.sessions.outputs import left_out_note
 from bot.sessions.session import save_outputs
 from bot.slack.render_data import chart_block
 from bot.terminal.printable import printable
@@ -91,9 +92,12 @@ class TerminalView:
         self._out.flush()
 
     async def _save(self, files: Outputs, dest: Path) -> None:
-        saved = await save_outputs(files, dest)
+        left_out: list[tuple[str, str]] = []
+        saved = await save_outputs(files, dest, left_out)
         for path in saved:
             self._write(f"Saved {path}")
+        if left_out:
+            self._write(left_out_note(left_out, "saved"))
         if not any(path.name == "report.md" for path in saved):
             self._write("No report.md was written in this run.")
         for path in saved:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import httpx
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -30,6 +31,7 @@ from bot.slack.web.edits import Edits
 from bot.slack.web.errors import SlackError, slack_error
 from bot.slack.web.outgoing import Outgoing
 from bot.slack.web.pacing import OnWait, Pacer
+from bot.slack.web.uploads import UPLOAD_TIMEOUT, post_bytes, scrubbed
 
 log = logging.getLogger(__name__)
 
@@ -169,16 +171,26 @@ class SlackWeb:
     async def upload(
         self, channel: str, thread_ts: str, files: list[dict[str, Any]], on_wait: OnWait | None
     ) -> None:
-        """Attach files to a thread (files_upload_v2), their contents scrubbed. Slack shares
-        them a moment later, and its answer names no message: this is no reply of ours
-        that would clear the thread's status."""
+        """Attach files to a thread (render.upload items), streamed and scrubbed through
+        Slack's external upload (uploads.py). Slack shares them a moment later, and its
+        answer names no message: this is no reply of ours that would clear the thread's
+        status."""
         await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
-        clean = [
-            {**self.clean.data({k: v for k, v in f.items() if k != "content"}),
-             "content": self.clean.bytes(f["content"])}
-            for f in files
-        ]  # fmt: skip
-        call = self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
+        shared = []
+        async with httpx.AsyncClient(timeout=UPLOAD_TIMEOUT) as http:
+            for item in files:
+                meta = self.clean.data({k: v for k, v in item.items() if k != "content"})
+                length, chunks = await scrubbed(item["content"], self.clean.scrubber)
+                call = self.client.files_getUploadURLExternal(
+                    filename=meta["filename"], length=length, alt_txt=meta.get("alt_txt")
+                )
+                got = await answer("files.upload", call)
+                await post_bytes(http, str(got["upload_url"]), length, chunks)
+                title = meta.get("title") or meta["filename"]
+                shared.append({"id": str(got["file_id"]), "title": title})
+        call = self.client.files_completeUploadExternal(
+            files=shared, channel_id=channel, thread_ts=thread_ts
+        )
         await answer("files.upload", call)
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
