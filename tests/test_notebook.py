@@ -25,7 +25,7 @@ from bot.cli import main
 from bot.sandbox.base import ExecResult, Output, Sandbox, SandboxSpec
 from bot.sandbox.local import LocalProvider
 from bot.sessions.notebook import SETUP_CODE, notebook
-from bot.sessions.notebook_store import saved_charts
+from bot.sessions.notebook_store import CHARTS_MAX, saved_charts
 from bot.store.base import FileRecord, RunRecord, SessionRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, tool_use
@@ -625,3 +625,22 @@ async def test_charts_for_a_notebook_are_png_files_read_without_following_links(
 
     assert await saved_charts(saved, [call]) == {"ok.png": PNG + b"drawn"}
     assert await saved_charts(saved, [dataclasses.replace(call, code="print(1)")]) == {}
+
+
+async def test_charts_missing_from_the_folder_do_not_crowd_out_one_saved(tmp_path: Path) -> None:
+    (tmp_path / "real.png").write_bytes(PNG + b"drawn")
+    missing = [f"gone{n}.png" for n in range(CHARTS_MAX + 5)]
+    code = "\n".join(f"plt.savefig('/buddy/work/out/{name}')" for name in [*missing, "real.png"])
+    call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
+
+    assert await saved_charts(tmp_path, [call]) == {"real.png": PNG + b"drawn"}
+
+
+async def test_the_charts_taken_are_capped_by_those_found(tmp_path: Path) -> None:
+    names = [f"c{n}.png" for n in range(CHARTS_MAX + 3)]
+    for name in names:
+        (tmp_path / name).write_bytes(PNG + name.encode())
+    code = "\n".join(f"plt.savefig({name!r})" for name in names)
+    call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
+
+    assert list(await saved_charts(tmp_path, [call])) == names[:CHARTS_MAX]
