@@ -168,10 +168,11 @@ class SlackWeb:
 
     async def upload(
         self, channel: str, thread_ts: str, files: list[dict[str, Any]], on_wait: OnWait | None
-    ) -> None:
-        """Attach files to a thread (files_upload_v2), their contents scrubbed. Slack shares
-        them a moment later, and its answer names no message: this is no reply of ours
-        that would clear the thread's status."""
+    ) -> list[str]:
+        """Attach files to a thread (files_upload_v2), their contents scrubbed; returns
+        their file ids, in the order given. Slack shares them a moment later, and its
+        answer names no message: this is no reply of ours that would clear the thread's
+        status."""
         await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
         clean = [
             {**self.clean.data({k: v for k, v in f.items() if k != "content"}),
@@ -179,7 +180,8 @@ class SlackWeb:
             for f in files
         ]  # fmt: skip
         call = self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, file_uploads=clean)
-        await answer("files.upload", call)
+        response = await answer("files.upload", call)
+        return [str(f.get("id") or "") for f in response.get("files") or []]
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal for whoever clicked (views.open). Not paced: the click's trigger is
