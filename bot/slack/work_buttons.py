@@ -60,21 +60,20 @@ class WorkButtons:
         if self.store is None or await self._refused(click):
             return
         try:
-            if await self._run_here(run_id, click) is None:
-                return
-            await self._upload(run_id)
+            run = await self._run_here(run_id, click)
+            if run is not None:
+                await self._upload(run)
         except Exception:  # the store, Slack or the notebook itself: say so, privately
             log.exception("could not upload the notebook of run %s", run_id)
             await self.web.ephemeral(
                 click.channel, click.user, notes.NOTEBOOK_FAILED, click.thread_ts
             )
 
-    async def _upload(self, run_id: str) -> None:
+    async def _upload(self, run: RunRecord) -> None:
         assert self.store is not None
-        run = await self.store.get_run(run_id)
-        ref = ThreadRef.parse(run.key) if run else None
-        if run is None or ref is None:
-            raise LookupError(f"no Slack run {run_id!r} in the store")
+        ref = ThreadRef.parse(run.key)
+        if ref is None:
+            raise LookupError(f"run {run.run_id!r} is not a Slack thread's")
         charts = functools.partial(self._charts, ref)
         text = await notebook_text(await thread_notebook(self.store, run.key, charts))
         item = render.upload(f"{ref.ts}.ipynb", text.encode())
@@ -103,7 +102,7 @@ class WorkButtons:
                 log.warning("could not fetch %s for the notebook: %s", file.get("name"), exc)
                 continue
             if is_png(data):
-                charts[str(file["name"])] = data
+                charts[ours[file["id"]]] = data
         return charts
 
     async def _run_here(self, run_id: str, click: Click) -> RunRecord | None:
