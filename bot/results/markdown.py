@@ -11,8 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# An inline image; its alt text may hold one level of brackets, as CommonMark allows.
-IMAGE = re.compile(r"!\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\((?:<[^>\n]*>|[^)\n]*)[^)\n]*\)")
+# An inline image; its alt text may hold one level of brackets, as CommonMark allows. The
+# lengths are bounded and the repeats possessive, so text of many unclosed "![" costs
+# little (a longer image is still defused: its "![" is escaped).
+IMAGE = re.compile(
+    r"!\[((?:[^\[\]\n]|\[[^\[\]\n]{0,100}+\]){0,100}+)\]\((?:<[^>\n]{0,300}+>)?[^)\n]{0,300}+\)"
+)
 # What starts raw HTML in CommonMark: an open or closing tag, a comment, a declaration
 # or CDATA, a processing instruction. An autolink (<https://…>) becomes text too.
 HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
