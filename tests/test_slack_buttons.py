@@ -4,14 +4,17 @@ anyone else is told privately, and nothing changes."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
+from bot.slack import notes
 from bot.slack.policy import Policy
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world, running_bot
 from tests.test_guard_rails import echo, spender, stops
 from tests.test_slack_agent_ui import feedback_on
+from tests.test_slack_show_work import button_value
 
 TEAM = {"allowed_users": "U0HUMAN01,U0HUMAN02"}  # U0STRANGER is not on the list
 
@@ -114,3 +117,61 @@ async def test_feedback_is_recorded_only_from_people_who_may_use_the_bot(
         ratings = await feedback_on(h, thread)  # the good click lands after the refused one
 
     assert [(r.user, r.value) for r in ratings] == [("U0HUMAN02", "good")]
+
+
+def by_question(req: ModelRequest) -> Reply:
+    """A question with "wait" in it sleeps in its step; any other runs a step, then answers."""
+    if "wait" in json.dumps(req.messages[:1]):
+        return sleeper(req)
+    if req.turn == 0:
+        return Reply([tool_use("run_code", {"language": "python", "code": "print(6 * 7)"})])
+    return Reply([text("It is 42.")])
+
+
+async def test_a_button_naming_another_threads_run_is_refused(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """A payload whose value names a run (or thread) other than the clicked message's:
+    nothing is stopped, shown, uploaded or granted, and the clicker is told privately."""
+    async with running_bot(
+        "local", by_question, sandbox_root, monkeypatch, slack_ui="classic"
+    ) as h:
+        here = (await h.slack.post_user_message(CHANNEL, "six times seven?", mention=True))["ts"]
+        await h.slack.wait_for(lambda: with_button(h, here, "show_work"), 30)
+        [answer] = with_button(h, here, "show_work")
+        there = (await h.slack.post_user_message(CHANNEL, "wait a minute", mention=True))["ts"]
+        await h.wait_for_text(there, "Step 1")
+        [status] = with_button(h, there, "stop_run")
+        run_there = button_value(status, "stop_run")
+        key_there = f"{h.slack.team_id}:{CHANNEL}:{there}"
+        forged = {
+            "stop_run": run_there,
+            "show_work": run_there,
+            "notebook": run_there,
+            "continue_run": f"{key_there}|spent:forged",
+        }
+        for action, value in forged.items():
+            await h.slack.click_button(answer, action, forged_value=value)
+        await h.slack.wait_for(lambda: len(told(h, "U0HUMAN01")) == len(forged))
+        assert h.runs(there) == [("wait a minute", None)]  # still going
+        stopped_by = await run_stopped_by(h, run_there)
+        await h.slack.click_button(status, "stop_run")  # its own button still stops it
+        await h.wait_for_text(there, "Stopped by <@U0HUMAN01>")
+
+    assert told(h, "U0HUMAN01") == [notes.NOT_THIS_THREAD] * len(forged)
+    assert {e["thread_ts"] for e in h.slack.ephemerals} == {here}
+    assert stopped_by is None
+    assert not h.slack.views_opened and not h.slack.uploads
+    assert await granted(h, there) == 0.0
+    assert len(h.runs(there)) == 1
+
+
+async def run_stopped_by(h: Harness, run_id: str) -> str | None:
+    store = SqliteStore(h.settings.store_path)
+    await store.open()
+    try:
+        run = await store.get_run(run_id)
+        assert run is not None
+        return run.stopped_by
+    finally:
+        await store.close()

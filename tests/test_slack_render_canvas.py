@@ -29,3 +29,10 @@ def test_the_link_is_a_rich_text_canvas_element() -> None:
     block = render_canvas.link("F0CANVAS1")
     assert block["type"] == "rich_text"
     assert {"type": "canvas", "file_id": "F0CANVAS1"} in block["elements"][0]["elements"]
+
+
+def test_images_by_reference_or_with_brackets_in_their_alt_are_left_out_too() -> None:
+    report = "![a [b] c](https://x.example/1.png)\n\n![ref][r]\n\n[r]: https://x.example/2.png\n"
+    document = render_canvas.markdown(report)
+    assert document is not None and "![" not in document
+    assert "_Chart: a [b] c (in the thread)_" in document

@@ -320,3 +320,37 @@ async def test_the_notebook_holds_each_chart_under_the_step_that_saved_it(
     [(cell, data)] = images
     assert "plt.savefig('/buddy/work/out/growth.png')" in "".join(cell["source"])
     assert base64.b64decode(data) == png.content  # the PNG the thread holds
+
+
+@pytest.mark.skipif(not matplotlib_in_sandbox(), reason="the sandbox's python3 has no matplotlib")
+async def test_the_notebook_takes_the_bots_own_charts_not_a_png_of_the_same_name(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """Someone shares a PNG named like the run's chart in the thread: the notebook shows the
+    chart the bot uploaded (its file id kept), never theirs."""
+    async with running_bot("local", population_charted, sandbox_root, monkeypatch) as h:
+        thread = await mention_with_csv(h)
+        await h.slack.wait_for(lambda: with_button(h, thread, "notebook"), 30)
+        shared = lambda name: [u for u in h.slack.uploads.values()  # noqa: E731
+                               if u.filename == name and u.shared_ts]  # fmt: skip
+        await h.slack.wait_for(lambda: shared("growth.png"), 30)
+        theirs = b"\x89PNG\r\n\x1a\n" + b"someone else's picture"
+        decoy = h.slack.add_file(
+            "growth.png", theirs, mimetype="image/png", filetype="png", user="U0HUMAN02"
+        )
+        h.slack.add_user_message(CHANNEL, "mine", user="U0HUMAN02", thread_ts=thread, files=[decoy])
+        [answer] = with_button(h, thread, "notebook")
+        await h.slack.click_button(answer, "notebook")
+        await h.slack.wait_for(lambda: shared(f"{thread}.ipynb"), 30)
+        [upload] = shared(f"{thread}.ipynb")
+        [png] = shared("growth.png")
+
+    book = nbformat.reads(upload.content.decode(), as_version=4)
+    nbformat.validate(book)
+    images = [
+        base64.b64decode(out["data"]["image/png"])
+        for cell in book["cells"] if cell["cell_type"] == "code"
+        for out in cell.get("outputs", []) if "image/png" in out.get("data", {})
+    ]  # fmt: skip
+    assert images == [png.content]
+    assert theirs not in images

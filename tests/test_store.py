@@ -129,6 +129,16 @@ async def test_the_report_canvas_is_kept_with_the_session_and_outlives_a_save(st
     assert (await store.get_session(record.key)).canvas == canvas  # the store's own field
 
 
+async def test_the_ids_of_the_charts_shared_are_kept_with_the_session(store: Store) -> None:
+    record = session()
+    await store.save_session(record)
+    assert (await store.get_session(record.key)).chart_files == ""
+    charts = '{"F0CHART1": "growth.png"}'
+    await store.update_session(record.key, chart_files=charts)
+    await store.save_session(dataclasses.replace(record, last_activity=400.0))
+    assert (await store.get_session(record.key)).chart_files == charts
+
+
 async def test_a_runs_figures_are_kept_with_it(store: Store) -> None:
     await store.save_session(session())
     await store.start_run(session().key, "r1", "how many?", 10.0, "U1")

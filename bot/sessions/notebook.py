@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.results.markdown import without_html, without_images, without_math
 from bot.sandbox.base import OUT_DIR, UPLOADS_DIR, WORK_DIR
 from bot.sessions.notebook_outputs import image, lines, step_outputs
 from bot.sessions.notebook_transcript import Transcript
@@ -26,6 +27,11 @@ SETUP_CODE = (
     "# The steps ran with the work folder as the current one, writing outputs into out/.\n"
     f"os.makedirs({OUT_DIR!r}, exist_ok=True)\n"
     f"os.chdir({WORK_DIR!r})"
+)
+WRITTEN_BY_A_MODEL = (
+    "> **Read the code before you run it.** The code in this notebook was written by a model "
+    "and ran in a sandbox, cut off from your machine; run here, it runs as you, with your "
+    "files and network. Images, HTML and math in the text are shown as plain text.\n\n"
 )
 METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -48,7 +54,7 @@ def notebook(
     outputs clearing replaced are found."""
     transcript = Transcript.of([*(a.get("messages", []) for a in archived), history])
     book = _Book(transcript, calls, images or {})
-    book.markdown(_files_text(files), "files")
+    book.markdown(WRITTEN_BY_A_MODEL + _files_text(files), "files")
     book.code(SETUP_CODE, "setup", [], executed=False)
     steps: dict[str, list[ToolCallRecord]] = {}
     for call in calls:
@@ -118,8 +124,11 @@ class _Book:
         self._started = {_command_id(c) for c in calls if c.tool == "run_code"} - {""}
 
     def markdown(self, text: str, cell_id: str) -> None:
+        """A Markdown cell of `text`, which the model, the sandbox or a user wrote: shown
+        as words, with nothing in it fetched or run when the notebook is opened."""
+        safe = without_math(without_html(without_images(text, _image_note)))
         self.cells.append(
-            {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": lines(text)}
+            {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": lines(safe)}
         )
 
     def code(
@@ -171,6 +180,10 @@ class _Book:
         if detached:
             status["detached"] = True
         self.code(magic + call.code, cell_id, outputs, metadata={"bot": status})
+
+
+def _image_note(alt: str) -> str:
+    return f"_[an image left out{': ' + alt if alt else ''}]_"
 
 
 def _command_id(call: ToolCallRecord) -> str:

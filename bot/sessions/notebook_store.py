@@ -18,6 +18,7 @@ from bot.sessions.notebook import notebook
 from bot.store.base import Store, ToolCallRecord
 
 CHARTS_MAX = 20  # the PNGs a notebook takes
+NAMES_MAX = 2000  # the PNG names looked for, found or not: a bound on the work
 CHART_MAX_BYTES = 5 << 20  # each
 PNG = b"\x89PNG\r\n\x1a\n"
 PNG_NAME = re.compile(r"[\w.-]+\.png", re.IGNORECASE)
@@ -63,13 +64,20 @@ def is_png(data: bytes) -> bool:
 
 async def saved_charts(folder: Path, calls: Sequence[ToolCallRecord]) -> dict[str, bytes]:
     """The charts the steps name that a terminal session saved in `folder` (`ask --out`):
-    PNG files only, by name, no link followed (the files came out of the sandbox)."""
+    PNG files only, by name, no link followed (the files came out of the sandbox). The
+    first CHARTS_MAX found are taken: names of files that are not there take no place."""
     named = dict.fromkeys(n for c in calls for n in PNG_NAME.findall(c.code + c.excerpt))
+    return await asyncio.to_thread(_read_pngs, folder, list(named)[:NAMES_MAX])
+
+
+def _read_pngs(folder: Path, names: Sequence[str]) -> dict[str, bytes]:
     charts: dict[str, bytes] = {}
-    for name in list(named)[:CHARTS_MAX]:
-        data = await asyncio.to_thread(_read_png, folder / name)
+    for name in names:
+        data = _read_png(folder / name)
         if data is not None:
             charts[name] = data
+            if len(charts) == CHARTS_MAX:
+                break
     return charts
 
 

@@ -111,13 +111,17 @@ class SlackListeners:
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         """The Stop button, handled by the replica running the run: its asker's (or, with
-        STOP_BY_ANYONE, anyone's who may use the bot); others are told, privately."""
+        STOP_BY_ANYONE, anyone's who may use the bot); others are told, privately. A run
+        not of the thread clicked in is not stopped."""
         run = await self.store.get_run(run_id) if self.store and run_id else None
-        refusal = self.policy.stop_refusal(channel, user, run.user if run else "")
+        if run is None or not Click(user, channel, thread_ts).in_thread(run.key):
+            await self.web.ephemeral(channel, user, notes.NOT_THIS_THREAD, thread_ts)
+            return  # first: who asked another thread's run is not told either
+        refusal = self.policy.stop_refusal(channel, user, run.user)
         if await self._turned_away(channel, user, thread_ts, refusal):
             return
         stop = {"kind": "stop", "run_id": run_id, "user": user, "channel": channel}
-        if run is None or await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
+        if await self.router.here(run.key, {**stop, "thread_ts": thread_ts}):
             await self._stop(run_id, user, channel, thread_ts)
 
     async def on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -200,6 +204,9 @@ class SlackListeners:
         if await self._refused_click(click):
             return
         key, grant_id = render.continue_value(value)
+        elsewhere = None if click.in_thread(key) else notes.NOT_THIS_THREAD
+        if await self._turned_away(click.channel, click.user, click.thread_ts, elsewhere):
+            return
         routed = {"kind": "continue", "key": key, "grant_id": grant_id, "click": vars(click)}
         if await self.router.here(key, routed):
             await self._continue(key, grant_id, click)

@@ -7,6 +7,7 @@ from __future__ import annotations
 RESTARTING = "I'm restarting; try again in a minute."
 RUN_ENDED = "That run has already ended."
 CONTINUE_USED = "That Continue was used already."
+NOT_THIS_THREAD = "That button isn't for a run of this thread, so I did nothing."
 WHAT_NEXT = "What would you like me to find out?"
 READING_QUESTION = "Reading the question…"
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.results.markdown import without_images
+
 CANVAS_MAX = 1_048_576  # characters in one canvas document (canvases.create, canvases.edit)
 TITLE_MAX = 150
 DEFAULT_TITLE = "Analysis report"
-IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 QUOTED_ITEM = re.compile(r"^(\s*>\s*)(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
@@ -28,7 +29,7 @@ def title(report: str) -> str:
 
 def markdown(report: str) -> str | None:
     """`report` as a canvas document, or None when it is too big for one."""
-    text = IMAGE.sub(lambda m: f"_Chart: {m.group(1) or 'see the thread'} (in the thread)_", report)
+    text = without_images(report, lambda alt: f"_Chart: {alt or 'see the thread'} (in the thread)_")
     text = QUOTED_ITEM.sub(lambda m: m.group(1), text)
     return text if 0 < len(text) <= CANVAS_MAX else None
 

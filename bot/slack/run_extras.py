@@ -19,6 +19,7 @@ from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.answer_files import REPORT, Found, collect, csv_tables
 from bot.slack.canvas import ReportCanvases
+from bot.slack.chart_files import ChartFiles
 from bot.slack.results import AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
 from bot.slack.threads import ThreadRef
@@ -33,11 +34,12 @@ class DataSurfaces:
 
     results: ResultsPoster
     canvases: ReportCanvases | None
+    charts: ChartFiles | None = None  # the ids of the charts shared, for the notebook
 
     @classmethod
     def of(cls, web: SlackWeb, store: Store | None) -> DataSurfaces:
-        """Both, learning per workspace; canvas ids kept in `store`."""
-        return cls(ResultsPoster(web, Surfaces()), ReportCanvases(web, store))
+        """Both, learning per workspace; canvas and chart ids kept in `store`."""
+        return cls(ResultsPoster(web, Surfaces()), ReportCanvases(web, store), ChartFiles(store))
 
 
 class RunExtras:
@@ -89,7 +91,9 @@ class RunExtras:
             await self.say(notes.NO_REPORT)
         if uploads:
             waiting = streamed.waiting if streamed else None
-            await self._web.upload(self._ref.channel, self._ref.ts, uploads, waiting)
+            file_ids = await self._web.upload(self._ref.channel, self._ref.ts, uploads, waiting)
+            if self._data is not None and self._data.charts is not None:
+                await self._data.charts.add(self._ref.key, uploads, file_ids)
             if streamed is not None:
                 await streamed.uploaded()
 

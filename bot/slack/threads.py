@@ -40,3 +40,10 @@ class Click:
         channel = (body.get("channel") or {}).get("id") or ""
         thread_ts = message.get("thread_ts") or message.get("ts")
         return cls((body.get("user") or {}).get("id") or "", channel, thread_ts)
+
+    def in_thread(self, key: str) -> bool:
+        """Whether `key` names the thread clicked in: a button's value is only trusted for
+        the thread its message is in (a payload naming another thread's run or key is
+        refused, whoever sent it)."""
+        ref = ThreadRef.parse(key)
+        return ref is not None and (ref.channel, ref.ts) == (self.channel, self.thread_ts)

@@ -24,12 +24,13 @@ from bot.sessions.notebook_store import (
     thread_notebook,
 )
 from bot.slack import notes, render, show_work
+from bot.slack.chart_files import ChartFiles
 from bot.slack.files import SlackFiles
 from bot.slack.policy import Policy
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError
-from bot.store.base import Store, ToolCallRecord
+from bot.store.base import RunRecord, Store, ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,16 @@ class WorkButtons:
         self, web: SlackWeb, store: Store | None, policy: Policy, files: SlackFiles | None = None
     ) -> None:
         self.web, self.store, self.policy, self.files = web, store, policy, files
+        self.chart_files = ChartFiles(store)
 
     async def show_work(self, run_id: str, trigger_id: str, click: Click) -> None:
         """Open the Show work modal for the run the button is under."""
         if self.store is None or await self._refused(click):
             return
-        run = await self.store.get_run(run_id) if run_id else None
-        calls = (
-            [c for c in await self.store.tool_calls(run.key) if c.run_id == run_id] if run else []
-        )
+        run = await self._run_here(run_id, click)
+        if run is None:
+            return
+        calls = [c for c in await self.store.tool_calls(run.key) if c.run_id == run_id]
         try:
             await self.web.open_view(trigger_id, show_work.modal(run, calls))
         except SlackError as exc:
@@ -58,28 +60,31 @@ class WorkButtons:
         if self.store is None or await self._refused(click):
             return
         try:
-            await self._upload(run_id)
+            run = await self._run_here(run_id, click)
+            if run is not None:
+                await self._upload(run)
         except Exception:  # the store, Slack or the notebook itself: say so, privately
             log.exception("could not upload the notebook of run %s", run_id)
             await self.web.ephemeral(
                 click.channel, click.user, notes.NOTEBOOK_FAILED, click.thread_ts
             )
 
-    async def _upload(self, run_id: str) -> None:
+    async def _upload(self, run: RunRecord) -> None:
         assert self.store is not None
-        run = await self.store.get_run(run_id)
-        ref = ThreadRef.parse(run.key) if run else None
-        if run is None or ref is None:
-            raise LookupError(f"no Slack run {run_id!r} in the store")
+        ref = ThreadRef.parse(run.key)
+        if ref is None:
+            raise LookupError(f"run {run.run_id!r} is not a Slack thread's")
         charts = functools.partial(self._charts, ref)
         text = await notebook_text(await thread_notebook(self.store, run.key, charts))
         item = render.upload(f"{ref.ts}.ipynb", text.encode())
         await self.web.upload(ref.channel, ref.ts, [item], None)
 
     async def _charts(self, ref: ThreadRef, _steps: Sequence[ToolCallRecord]) -> dict[str, bytes]:
-        """The PNGs shared in the thread (the run's charts among them, whatever the steps
-        name), by name; any that cannot be fetched are left out of the notebook."""
-        if self.files is None:
+        """The charts the bot shared in the thread, by name: the files whose ids it kept
+        when it uploaded them (a PNG someone else shared, whatever its name, is not one);
+        any that cannot be fetched are left out of the notebook."""
+        ours = await self.chart_files.ids(ref.key)
+        if self.files is None or not ours:
             return {}
         charts: dict[str, bytes] = {}
         try:
@@ -87,7 +92,7 @@ class WorkButtons:
         except SlackError as exc:
             log.warning("could not list the files of thread %s: %s", ref.key, exc.code)
             return {}
-        pngs = [f for f in shared if str(f.get("name", "")).lower().endswith(".png")]
+        pngs = [f for f in shared if f.get("id") in ours]
         for file in pngs[:CHARTS_MAX]:
             if file.get("size", 0) > CHART_MAX_BYTES:
                 continue
@@ -97,8 +102,20 @@ class WorkButtons:
                 log.warning("could not fetch %s for the notebook: %s", file.get("name"), exc)
                 continue
             if is_png(data):
-                charts[str(file["name"])] = data
+                charts[ours[file["id"]]] = data
         return charts
+
+    async def _run_here(self, run_id: str, click: Click) -> RunRecord | None:
+        """The run the button names, when it is a run of the thread clicked in; else the
+        clicker is told, privately, and nothing of the run is shown."""
+        assert self.store is not None
+        run = await self.store.get_run(run_id) if run_id else None
+        if run is None or not click.in_thread(run.key):
+            await self.web.ephemeral(
+                click.channel, click.user, notes.NOT_THIS_THREAD, click.thread_ts
+            )
+            return None
+        return run
 
     async def _refused(self, click: Click) -> bool:
         refusal = self.policy.refusal(click.channel, click.user)

@@ -20,7 +20,9 @@ RunOutcome = Literal["finished", "failed", "stopped", "interrupted"]
 RUN_OUTCOMES: tuple[RunOutcome, ...] = ("finished", "failed", "stopped", "interrupted")
 
 # The session fields `update_session` may change; the rest are fixed when it is made.
-SESSION_UPDATABLE = frozenset({"sandbox_id", "state", "last_activity", "repo_url", "canvas"})
+SESSION_UPDATABLE = frozenset(
+    {"sandbox_id", "state", "last_activity", "repo_url", "canvas", "chart_files"}
+)
 
 
 class StoreError(Exception):
@@ -61,6 +63,9 @@ class SessionRecord:
     # The thread's report canvas, as the Slack side wrote it (its id and what it holds, JSON;
     # "" for none); set by update_session, ignored by save_session.
     canvas: str = ""
+    # The chart images the bot shared in the thread (JSON: {Slack file id: name}; "" for
+    # none), so a notebook takes its own charts only; set by update_session.
+    chart_files: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class Store(Protocol):
 
     async def update_session(self, key: str, *, token: int | None = None, **fields: Any) -> None:
         """Change some of SESSION_UPDATABLE: sandbox_id, state, last_activity, repo_url,
-        canvas."""
+        canvas, chart_files."""
         ...
 
     async def save_history(

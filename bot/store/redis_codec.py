@@ -18,7 +18,8 @@ from bot.store.base import (
 from bot.store.values import text
 
 # The session fields save_session writes; granted_usd, cost_usd, prompt_tokens,
-# window_tokens and canvas are the store's own (the last three absent from older hashes).
+# window_tokens, canvas and chart_files are the store's own (the last four absent from older
+# hashes).
 SESSION_FIELDS = (
     "key", "team", "channel", "thread_ts", "sandbox_id", "state", "repo_url",
     "created_at", "last_activity",
@@ -57,8 +58,12 @@ def session_from(fields: dict[str, str]) -> SessionRecord | None:
         return None
     values = {name: json.loads(fields[name]) for name in (*SESSION_FIELDS, *_SESSION_FLOATS)}
     ints = {name: int(fields.get(name, "0")) for name in _SESSION_INTS}
-    canvas = json.loads(fields.get("canvas", '""'))  # absent from hashes written before it
-    return SessionRecord(**_floats(values, _SESSION_FLOATS), **ints, canvas=canvas)
+    # absent from hashes written before them
+    canvas = json.loads(fields.get("canvas", '""'))
+    chart_files = json.loads(fields.get("chart_files", '""'))
+    return SessionRecord(
+        **_floats(values, _SESSION_FLOATS), **ints, canvas=canvas, chart_files=chart_files
+    )
 
 
 def run_fields(key: str, run_id: str, question: str, at: float, user: str) -> dict[str, str]:

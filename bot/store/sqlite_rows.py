@@ -30,7 +30,7 @@ _SESSION_COLUMNS = (
 _SELECT_SESSIONS = f"""
     SELECT {_SESSION_COLUMNS},
         (SELECT COALESCE(SUM(cost_usd), 0.0) FROM turns WHERE turns.key = sessions.key) AS cost_usd,
-        granted_usd, prompt_tokens, window_tokens, canvas
+        granted_usd, prompt_tokens, window_tokens, canvas, chart_files
     FROM sessions
 """
 

@@ -170,6 +170,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN figures TEXT NOT NULL DEFAULT '[]';
     """,
+    # 13: the chart images the bot shared in the thread (JSON: Slack file id -> name).
+    """
+    ALTER TABLE sessions ADD COLUMN chart_files TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 

@@ -7,6 +7,7 @@ reads a saved chart's data).
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.abc
 import importlib.machinery
 import linecache
@@ -83,14 +84,20 @@ class Charts:
     def __init__(self, out_dir: str) -> None:
         self.out_dir = out_dir
         self.saved = 0
-        sys.meta_path.insert(0, _PyplotFinder(self._patch))
+        # Figure.savefig is wrapped as matplotlib.figure is imported, so a figure saved
+        # without pyplot (Figure(), a library's own) is recorded too; pyplot.show on its own.
+        hooks = {"matplotlib.figure": self._patch_figure, "matplotlib.pyplot": self._patch_pyplot}
+        sys.meta_path.insert(0, _ImportHook(hooks))
 
-    def _patch(self, pyplot: types.ModuleType) -> None:
+    def _patch_pyplot(self, pyplot: types.ModuleType) -> None:
         def show(*args, **kwargs):  # a plain function: pyplot sets its __signature__
             self.flush()
 
         pyplot.show = show
-        figure = sys.modules["matplotlib.figure"].Figure
+
+    @staticmethod
+    def _patch_figure(module: types.ModuleType) -> None:
+        figure = module.Figure
         savefig = figure.savefig
 
         def marked(fig, *args, **kwargs):
@@ -101,6 +108,15 @@ class Charts:
             return result
 
         figure.savefig = marked
+        axes = sys.modules["matplotlib.axes"].Axes  # imported by matplotlib.figure
+        pie = axes.pie
+
+        def kept_pie(ax, x, *args, **kwargs):
+            drawn = pie(ax, x, *args, **kwargs)
+            sci_kernel_charts.keep_pie_values(drawn[0], x, kwargs.get("data"))
+            return drawn
+
+        axes.pie = kept_pie
 
     def flush(self, save: bool = True) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")
@@ -123,18 +139,19 @@ class Charts:
                 return path
 
 
-class _PyplotFinder(importlib.abc.MetaPathFinder):
-    """Calls `on_import` with matplotlib.pyplot as soon as it has been imported."""
+class _ImportHook(importlib.abc.MetaPathFinder):
+    """Calls `hooks[name]` with the module `name` as soon as it has been imported."""
 
-    def __init__(self, on_import) -> None:
-        self.on_import = on_import
+    def __init__(self, hooks) -> None:
+        self.hooks = hooks
 
     def find_spec(self, name, path, target=None):
-        if name != "matplotlib.pyplot":
+        on_import = self.hooks.get(name)
+        if on_import is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader, self.on_import)
+            spec.loader = _Loader(spec.loader, on_import)
         return spec
 
 
@@ -147,7 +164,9 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self.inner.exec_module(module)
-        self.on_import(module)
+        # a matplotlib unlike the one expected is imported all the same
+        with contextlib.suppress(Exception):
+            self.on_import(module)
 
 
 def _exit_code(exc: SystemExit) -> int:

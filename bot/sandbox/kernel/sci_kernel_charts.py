@@ -27,8 +27,9 @@ How a figure is read (one axes with data; several, e.g. subplots or twinx, are u
   minus its bottom (a stacked layer's bottom is the layer below); a band between two
   curves that is not a stack is unknown. Lines tracing an area's top are its outline.
 - pie: one segment per wedge, labelled by the wedge's label (else "Segment N"); the value
-  is the wedge's share of the circle in percent, since the values pie() was given are not
-  kept by matplotlib.
+  is the one pie() was given for it (matplotlib keeps only the angles: the kernel's wrapper
+  of Axes.pie marks each wedge with its value), else the wedge's share of the circle in
+  percent.
 - anything else (scatter, images, meshes, error bars, 3-D, polar, ...) is unknown with a
   short note; so is a figure whose reading raised (the note names the exception).
 A series is named by its label unless that starts with "_" (matplotlib's unnamed), else
@@ -482,13 +483,32 @@ def _keys(xs: list) -> list:
 # -- pie --
 
 
+def keep_pie_values(wedges, x, data=None) -> None:
+    """Mark each wedge pie() drew with the value it was given for it (the call's `x`, or
+    the column of `data` it names). Never raises (but KeyboardInterrupt): the pie is drawn
+    whatever happens here."""
+    try:
+        with _quiet():
+            if isinstance(x, str) and data is not None:
+                x = data[x]
+            values = list(itertools.islice(iter(x), len(wedges) + 1))
+            if len(values) != len(wedges):
+                return  # not one value per wedge: the shares will do
+            for wedge, value in zip(wedges, values):
+                wedge._kernel_value = float(value)
+    except Exception:
+        pass
+
+
 def _segments(wedges: list) -> list:
     segments = []
     for n, wedge in enumerate(wedges, 1):
         label = _text(wedge.get_label())
-        share = abs(float(wedge.theta2) - float(wedge.theta1)) / 360 * 100
+        value = getattr(wedge, "_kernel_value", None)
+        if not isinstance(value, float):
+            value = abs(float(wedge.theta2) - float(wedge.theta1)) / 360 * 100
         name = label if label and not label.startswith("_") else f"Segment {n}"
-        segments.append({"label": name, "value": _json_number(share)})
+        segments.append({"label": name, "value": _json_number(value)})
     return segments
 
 

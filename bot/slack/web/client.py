@@ -170,11 +170,11 @@ class SlackWeb:
 
     async def upload(
         self, channel: str, thread_ts: str, files: list[dict[str, Any]], on_wait: OnWait | None
-    ) -> None:
+    ) -> list[str]:
         """Attach files to a thread (render.upload items), streamed and scrubbed through
-        Slack's external upload (uploads.py). Slack shares them a moment later, and its
-        answer names no message: this is no reply of ours that would clear the thread's
-        status."""
+        Slack's external upload (uploads.py); returns their file ids, in the order given.
+        Slack shares them a moment later, and its answer names no message: this is no reply
+        of ours that would clear the thread's status."""
         await self.pacer.take("files.upload", count=len(files) + 1, on_wait=on_wait)
         shared = []
         async with httpx.AsyncClient(timeout=UPLOAD_TIMEOUT) as http:
@@ -192,6 +192,7 @@ class SlackWeb:
             files=shared, channel_id=channel, thread_ts=thread_ts
         )
         await answer("files.upload", call)
+        return [str(item["id"]) for item in shared]
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:
         """Open a modal for whoever clicked (views.open). Not paced: the click's trigger is

@@ -172,16 +172,27 @@ class UserActions:
         value: str | None = None,
         connection: int | None = None,
         trigger_age_s: float = 0.0,
+        forged_value: str | None = None,
     ) -> str:
         """Push an ``interactive`` block_actions envelope for a button in ``message``.
 
         The value comes from the button; for ``feedback_buttons`` pass ``value`` to pick
         the negative one (the positive one is the default). The payload's trigger_id is
-        fresh (views.py), or as if issued `trigger_age_s` ago.
+        fresh (views.py), or as if issued `trigger_age_s` ago. ``forged_value``: a payload
+        no Slack client sends but anyone with the app's socket or a modified client could,
+        the action carrying that value (and ``action_id`` even when the message has no
+        such button); channel and message stay the clicked message's.
         """
         channel = self._channel_of(message)
         current = self.find_message(channel, message["ts"]) or message
-        block_id, element = find_element(current, action_id)
+        try:
+            block_id, element = find_element(current, action_id)
+        except LookupError:
+            if forged_value is None:
+                raise
+            block_id, element = "forged", {"action_id": action_id, "type": "button"}
+        if forged_value is not None:
+            element = {**element, "value": forged_value}
         action = self._action(block_id, element, value)
         container: Json = {
             "type": "message",
