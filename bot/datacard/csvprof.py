@@ -82,8 +82,9 @@ class CsvEngine:
     def _take(self, buf: bytes, done: Scanned) -> None:
         """Count the records in `buf[:done.end]` and profile the first few."""
         base, self.records = self.records, self.records + done.records
-        for i in done.ragged:
-            self._malformed("ragged", "wrong number of fields", base + i)
+        self.bad.ragged += len(done.ragged)  # counted at once: a file may be all ragged
+        for i in done.ragged[: max(0, FIRST - len(self.bad.first))]:
+            self.bad.first.append((base + i + 1, "wrong number of fields"))
         self.bad.blank += len(done.blank)
         if not done.end:
             return

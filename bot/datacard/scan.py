@@ -10,8 +10,10 @@ and only the records it stops at (ragged, multi-line, odd quoting) are looked at
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
+from itertools import compress, count, repeat
 
 _BODY = rb'[^"]*(?:""[^"]*)*"'  # a quoted field after its opening quote, closing quote included
 _FLAT = rb'[^"\n]*(?:""[^"\n]*)*"'  # the same, on one line
@@ -111,9 +113,13 @@ class RecordScanner:
         if not extra and reduced.startswith(line * records):  # each record: the same fields
             return Scanned(end, records)
         records = reduced.count(b"\n", 0, cut)
-        lines = bare[:end].split(b"\n")
-        want, d = self.fields - 1, self.delim
-        odd = [i for i in range(records) if lines[i].count(d) != want]
-        blank = [i for i in odd if not lines[i].strip()]
-        ragged = [i for i in odd if lines[i].strip()] if blank else odd
+        lines = bare[:end].split(b"\n")[:records]
+        # C-level iterators only: a block may be a million short ragged lines.
+        counts = map(bytes.count, lines, repeat(self.delim))
+        odd = list(compress(count(), map((self.fields - 1).__ne__, counts)))
+        if not odd:
+            return Scanned(end, records)
+        empty = set(compress(count(), map(operator.not_, map(bytes.strip, lines))))
+        blank = sorted(empty.intersection(odd))
+        ragged = sorted(set(odd).difference(empty)) if blank else odd
         return Scanned(end, records, ragged, blank)

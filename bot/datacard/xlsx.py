@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
-from xml.etree.ElementTree import iterparse
+from xml.etree.ElementTree import ParseError, iterparse
 
+from bot.datacard.budget import check
 from bot.datacard.card import DataCard
 from bot.datacard.columns import ColumnProfile
 from bot.datacard.csvprof import DETAIL, LABEL_COLUMNS, aggregates
@@ -24,7 +26,9 @@ SAMPLE_ROWS = 200  # rows read from the top of each sheet
 MAX_SHEETS = 50
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
-_ROW = re.compile(rb'<(?:\w+:)?row\b[^>]*?\br="(\d+)"')
+# A row's number, within its first attributes: a bounded look, so that many "<row" with
+# no ">" after them cost no more than other bytes.
+_ROW = re.compile(rb'<(?:\w{1,32}:)?row\b[^>]{0,128}?\br="(\d{1,7})"')
 
 
 def card_xlsx(source: Source, name: str) -> list[DataCard]:
@@ -32,16 +36,24 @@ def card_xlsx(source: Source, name: str) -> list[DataCard]:
     Raises CardError for an archive that is not a workbook or would unpack too much."""
     required = ("[Content_Types].xml", "xl/workbook.xml")
     with open_zip(source, name, required) as book:
-        sheets, epoch = _sheets(book, name)
-        strings, dates = SharedStrings(book, name), date_styles(book, name)
-        cards = []
-        for title, part in sheets[:MAX_SHEETS]:
-            if part not in book.NameToInfo:
-                raise CardError(f"Skipped {name}: its sheet {title} is missing.")
-            cards.append(_sheet(book, name, title, part, strings, dates, epoch))
-        if len(sheets) > MAX_SHEETS:
-            cards[-1].notes.append(f"The workbook has {len(sheets)} sheets; the first 50 shown.")
-        return cards
+        try:
+            return _cards(book, name)
+        except (ParseError, ValueError, zipfile.BadZipFile, zlib.error, EOFError) as error:
+            why = f"it is not a readable workbook ({str(error)[:200]})"
+            raise CardError(f"Skipped {name}: {why}.") from None
+
+
+def _cards(book: zipfile.ZipFile, name: str) -> list[DataCard]:
+    sheets, epoch = _sheets(book, name)
+    strings, dates = SharedStrings(book, name), date_styles(book, name)
+    cards = []
+    for title, part in sheets[:MAX_SHEETS]:
+        if part not in book.NameToInfo:
+            raise CardError(f"Skipped {name}: its sheet {title} is missing.")
+        cards.append(_sheet(book, name, title, part, strings, dates, epoch))
+    if len(sheets) > MAX_SHEETS:
+        cards[-1].notes.append(f"The workbook has {len(sheets)} sheets; the first 50 shown.")
+    return cards
 
 
 def _sheets(book: zipfile.ZipFile, name: str) -> tuple[list[tuple[str, str]], datetime]:
@@ -121,6 +133,7 @@ def _top(
                     row.append(cell_value(cell, strings, dates, epoch))
             rows.append(row)
             elem.clear()
+            check()
             if len(rows) >= SAMPLE_ROWS:
                 break
     return dimension, rows
@@ -146,5 +159,6 @@ def _last_row(book: zipfile.ZipFile, part: str, name: str) -> int:
         while chunk := raw.read(1 << 20):
             found = _ROW.findall(tail + chunk)
             last = max([last, *map(int, found)])
-            tail = chunk[-256:]
+            tail = chunk[-600:]
+            check()
     return last
