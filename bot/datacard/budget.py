@@ -14,7 +14,7 @@ from typing import TypeVar
 CARD_SECONDS = 30.0  # work on one card, at most
 CARD_THREADS = 2  # cards profiled at once; more wait their turn
 QUEUE_SECONDS = 300.0  # a card still waiting for a thread after this is given up
-_GRACE = 5.0  # past its budget, a card is given up even if its reader never checks
+GRACE_SECONDS = 5.0  # past its budget, a card is given up even if its reader never checks
 
 T = TypeVar("T")
 _local = threading.local()
@@ -65,12 +65,14 @@ def pool() -> ThreadPoolExecutor:
 async def run(
     work: Callable[..., T],
     *args: object,
-    seconds: float = CARD_SECONDS,
-    queue_seconds: float = QUEUE_SECONDS,
+    seconds: float | None = None,
+    queue_seconds: float | None = None,
 ) -> T:
-    """`work(*args)` in the cards' pool within a budget of `seconds` of running. Raises
-    OverBudget when it runs past it, whether or not the reader notices, or waits more than
-    `queue_seconds` for a thread."""
+    """`work(*args)` in the cards' pool within a budget of `seconds` of running (by default
+    CARD_SECONDS). Raises OverBudget when it runs past it, whether or not the reader
+    notices, or waits more than `queue_seconds` (QUEUE_SECONDS) for a thread."""
+    seconds = CARD_SECONDS if seconds is None else seconds
+    queue_seconds = QUEUE_SECONDS if queue_seconds is None else queue_seconds
     if seconds <= 0:
         raise OverBudget(seconds)
     loop = asyncio.get_running_loop()
@@ -86,7 +88,7 @@ async def run(
     except TimeoutError:
         future.cancel()
         raise OverBudget(seconds, started=False) from None
-    done, _ = await asyncio.wait([future], timeout=seconds + _GRACE)
+    done, _ = await asyncio.wait([future], timeout=seconds + GRACE_SECONDS)
     if not done:  # the thread finishes on its own; nobody waits for it
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
         raise OverBudget(seconds)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bot.datacard import budget
-from bot.datacard.budget import CARD_SECONDS, OverBudget
+from bot.datacard.budget import OverBudget
 from bot.datacard.card import DataCard
 from bot.datacard.errors import CardError
 from bot.datacard.kinds import unpacked_name
@@ -39,20 +39,20 @@ class CardTap:
     Either wrap the stream (`through`), or hand over batches the caller already gathers
     (`take`, e.g. from the batch a Tap hashes: no second copy, no extra stream layer).
     A failure of the profiler never stops the stream: the card is then None. Its batches
-    may spend `seconds`, plus SECONDS_PER_MB for each megabyte, in the cards' pool (being
-    profiled or waiting for a thread); past that, profiling stops and the card says so."""
+    may spend `seconds` (CARD_SECONDS), plus SECONDS_PER_MB a megabyte, in the cards' pool
+    (profiled or waiting for a thread); past that, profiling stops and the card says so."""
 
     def __init__(
         self,
         name: str,
         kind: str | None = None,
         batch: int = BATCH,
-        seconds: float = CARD_SECONDS,
+        seconds: float | None = None,
     ) -> None:
         self.profiler = Profiler(name, kind)
         self.batch = batch
         self.failed = False
-        self.seconds = self.left = seconds
+        self.seconds = self.left = budget.CARD_SECONDS if seconds is None else seconds
         self.over: OverBudget | None = None
         self._running: asyncio.Future[None] | None = None
 
@@ -86,14 +86,14 @@ class CardTap:
                 log.exception("Profiling %s failed", self.profiler.name)
                 return None
         name, kind = self.profiler.name, self.profiler.kind or "csv"
-        spent = self.seconds - self.left
-        return given_up(name, kind, OverBudget(round(spent), self.over.started))
+        return given_up(name, kind, OverBudget(round(self.seconds, 2), self.over.started))
 
     async def take(self, data: bytes) -> None:
         """Start profiling `data`, the stream's next bytes; returns once the previous batch
         is done (batches go in order, one at a time), not waiting for this one."""
         await self._wait()
-        self.left += SECONDS_PER_MB * len(data) / (1 << 20)
+        more = SECONDS_PER_MB * len(data) / (1 << 20)
+        self.seconds, self.left = self.seconds + more, self.left + more
         if data and not self.failed and self.over is None:
             self._running = asyncio.ensure_future(self._held(self._safe_feed, data))
 

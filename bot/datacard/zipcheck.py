@@ -48,9 +48,12 @@ def _directory_size(source: Source, name: str) -> None:
     if isinstance(source, bytes):
         tail = source[-_TAIL:]
     else:
-        with open(source, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, 2) - _TAIL))
-            tail = handle.read()
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, 2) - _TAIL))
+                tail = handle.read()
+        except OSError:
+            return  # zipfile says what is wrong
     end = tail.rfind(b"PK\x05\x06")
     if end < 0 or len(tail) < end + 22:
         return  # zipfile says what is wrong
@@ -68,9 +71,12 @@ def _zip64_directory(source: Source, at: int) -> tuple[int, int]:
     if isinstance(source, bytes):
         record = source[at : at + 56]
     else:
-        with open(source, "rb") as handle:
-            handle.seek(at)
-            record = handle.read(56)
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(at)
+                record = handle.read(56)
+        except OSError:
+            return 0, 0
     if len(record) < 56 or not record.startswith(b"PK\x06\x06"):
         return 0, 0  # zipfile says what is wrong
     return struct.unpack_from("<QQ", record, 32)
