@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.agent.events import discard
 from bot.datacard import CardError, CardTap, budget, stream
 from bot.datacard.render import for_slack
+from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.intake import card_spooled
+from tests.fakes.anthropic import FakeAnthropic, Reply, text
 from tests.hostile_files import MAIN, sheet, workbook
+from tests.support import runtime_on
 
 STUCK = budget.CARD_THREADS + 6  # more than the pool, and than the default executor
 
@@ -89,3 +93,29 @@ async def test_a_stream_past_its_budget_passes_whole_with_a_card_that_says_so(
     card = await tap.card()
     assert card is not None and card.rows is None
     assert card.notes[0].startswith("Profile stopped after")
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic(lambda req: Reply([text("ok")])) as fake:
+        yield fake
+
+
+async def test_a_workbook_given_up_is_still_saved_in_the_sandbox(
+    backend: str, model: FakeAnthropic, sandbox_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(budget, "CARD_SECONDS", 0.01)
+    styles = f"<styleSheet {MAIN}><cellXfs>" + '<xf numFmtId="14"/>' * 60_000 + "</cellXfs>"
+    data = workbook(sheet(5000), **{"xl/styles.xml": styles + "</styleSheet>"})
+    async with runtime_on(backend, model.base_url, sandbox_root) as runtime:
+        session = runtime.sessions.new("slow-card")
+        try:
+            taken = await session.add_file("slow.xlsx", lambda: _chunks(data))
+            await session.ask("what is there?", discard)
+            sandbox = await session.sandbox()
+            saved = {e.name: e.size for e in await sandbox.list_dir(UPLOADS_DIR)}
+        finally:
+            await session.close()
+    assert saved["slow.xlsx"] == len(data)
+    assert taken.file.cards[0].notes[0].startswith("Profile stopped after 0.01 s")
+    assert "Profile stopped after 0.01 s" in model.requests[0].system_text

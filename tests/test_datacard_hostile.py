@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import random
 import time
 from collections.abc import AsyncIterator
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bot.datacard import CardError, card_parquet, card_xlsx, gunzip
@@ -194,3 +197,12 @@ def test_csv_of_many_quotes_that_open_fields() -> None:
     hostile = b"a,b\n" + b',"' * (1 << 20) + b"\n"
     plain = plain_csv(len(hostile))
     assert ratio(profiled(hostile), profiled(plain)) < MAX_RATIO
+
+
+def test_parquet_of_very_many_row_groups_keeps_its_schema_and_rows() -> None:
+    table = pa.table({"a": list(range(3000)), "b": [str(i) for i in range(3000)]})
+    out = io.BytesIO()
+    pq.write_table(table, out, row_group_size=1)
+    card = card_parquet(out.getvalue(), "many.parquet")
+    assert (card.rows, [c.name for c in card.columns]) == (3000, ["a", "b"])
+    assert card.notes[0] == "The metadata is too large: row groups and statistics unread."
