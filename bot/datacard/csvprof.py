@@ -82,10 +82,10 @@ class CsvEngine:
     def _take(self, buf: bytes, done: Scanned) -> None:
         """Count the records in `buf[:done.end]` and profile the first few."""
         base, self.records = self.records, self.records + done.records
-        self.bad.ragged += len(done.ragged)  # counted at once: a file may be all ragged
+        self.bad.ragged += done.ragged_count  # counted at once: a file may be all ragged
         for i in done.ragged[: max(0, FIRST - len(self.bad.first))]:
             self.bad.first.append((base + i + 1, "wrong number of fields"))
-        self.bad.blank += len(done.blank)
+        self.bad.blank += done.blank
         if not done.end:
             return
         encoding = self._check_encoding(buf, done, base)
