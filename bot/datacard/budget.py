@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 CARD_SECONDS = 30.0  # work on one card, at most
-CARD_THREADS = 2  # cards profiled at once; more wait their turn
+CARD_THREADS = 4  # cards profiled at once; more wait their turn (a stream at most its budget)
 QUEUE_SECONDS = 300.0  # a card still waiting for a thread after this is given up
 GRACE_SECONDS = 5.0  # past its budget, a card is given up even if its reader never checks
 
