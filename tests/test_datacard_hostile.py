@@ -9,6 +9,7 @@ import gzip
 import io
 import random
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 
 import pyarrow as pa
@@ -79,6 +80,26 @@ def test_row_tags_that_never_close_in_a_sheet_without_its_size() -> None:
     assert (
         ratio(lambda: card_xlsx(hostile, "h.xlsx"), lambda: card_xlsx(plain, "p.xlsx")) < MAX_RATIO
     )
+
+
+def test_a_row_of_millions_of_cells_is_read_in_little_memory() -> None:
+    cells = "<c/>" * (2 << 20)  # 8 MB: as a tree, hundreds of megabytes
+    hostile = workbook(
+        f'<worksheet {MAIN}><sheetData><row r="1">{cells}</row></sheetData></worksheet>'
+    )
+    plain = plain_workbook(len(hostile))
+    assert (
+        ratio(lambda: card_xlsx(hostile, "h.xlsx"), lambda: card_xlsx(plain, "p.xlsx")) < MAX_RATIO
+    )
+    (card,) = card_xlsx(hostile, "h.xlsx")
+    assert card.notes[-1].startswith("Too many XML elements to read")
+    tracemalloc.start()
+    try:
+        card_xlsx(hostile, "h.xlsx")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
 
 
 def test_a_zip_directory_of_many_entries_is_refused_before_it_is_read() -> None:
