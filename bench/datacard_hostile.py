@@ -66,6 +66,8 @@ def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
         f'<worksheet {MAIN}><dimension ref="A1:{ref}"/><sheetData><row r="1">'
         f'<c r="{ref}"><v>1</v></c></row></sheetData></worksheet>'
     )
+    cells = "<c/>" * (2 << 20)
+    wide = workbook(f"<worksheet {MAIN}><sheetData><row>{cells}</row></sheetData></worksheet>")
     open_rows = workbook(sheet(dimension=False) + "<!--" + "<row " * 50_000 + "-->")
     entries = workbook(sheet(), **{f"x/{i}": b"" for i in range(100_000)})  # type: ignore[arg-type]
     structs = parquet(thrift_list_of_empty_structs(4 << 20))
@@ -83,6 +85,7 @@ def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
         ),
         ("xlsx: 50,000-letter cell reference", xlsx(huge_ref), xlsx(plain_workbook(len(huge_ref)))),
         ("xlsx: 50,000 '<row' never closed", xlsx(open_rows), xlsx(plain_workbook(len(open_rows)))),
+        ("xlsx: a row of 2M cells", xlsx(wide), xlsx(plain_workbook(len(wide)))),
         ("zip: 100,000 entries", xlsx(entries), xlsx(plain_workbook(len(entries)))),
         (
             "parquet: 4M empty structs",
