@@ -22,6 +22,7 @@ BATCH = 1 << 20  # bytes handed to a worker thread at a time
 GZIP_RATIO = 200  # unpacked bytes per packed byte beyond which a gzip file is a bomb
 GZIP_SLACK = 8 << 20  # unpacked bytes always allowed, whatever the ratio (small files)
 GZIP_MAX = 8 << 30
+QUEUE_FLOOR = 1.0  # seconds a batch may always wait for a thread
 SECONDS_PER_MB = 1.0  # a card's budget grows with its file (plain CSV: ~0.02 s per MB)
 _OUT_STEP = 1 << 20  # unpacked bytes per decompress call: memory stays flat
 _IN_STEP = 64 << 10  # packed bytes per decompress call
@@ -101,7 +102,8 @@ class CardTap:
         """`work` in the cards' pool, the time the stream waits for it counted."""
         start = time.monotonic()
         try:
-            return await budget.run(work, *args, seconds=self.left, queue_seconds=self.left)
+            wait = max(self.left, QUEUE_FLOOR)  # a thread takes a moment to start
+            return await budget.run(work, *args, seconds=self.left, queue_seconds=wait)
         finally:
             self.left -= time.monotonic() - start
 
