@@ -82,9 +82,10 @@ class CsvEngine:
     def _take(self, buf: bytes, done: Scanned) -> None:
         """Count the records in `buf[:done.end]` and profile the first few."""
         base, self.records = self.records, self.records + done.records
-        for i in done.ragged:
-            self._malformed("ragged", "wrong number of fields", base + i)
-        self.bad.blank += len(done.blank)
+        self.bad.ragged += done.ragged_count  # counted at once: a file may be all ragged
+        for i in done.ragged[: max(0, FIRST - len(self.bad.first))]:
+            self.bad.first.append((base + i + 1, "wrong number of fields"))
+        self.bad.blank += done.blank
         if not done.end:
             return
         encoding = self._check_encoding(buf, done, base)

@@ -124,8 +124,11 @@ class JsonLinesEngine(Records):
         try:
             return json.loads(line)
         except ValueError:
-            self.malformed("invalid", index + 1, "not valid JSON")
-            return None
+            why = "not valid JSON"
+        except RecursionError:
+            why = "nested too deeply"
+        self.malformed("invalid", index + 1, why)
+        return None
 
     def card(self) -> DataCard:
         card = super().card()

@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any, Protocol
 
+from bot.datacard.budget import check
+
 
 class JsonEngine(Protocol):
     """What these steps read and move: the engine in jsonprof that owns them."""
@@ -31,7 +33,11 @@ KEEP = 80  # characters kept of a string value of a top-level object with no arr
 
 def advance(e: JsonEngine, final: bool) -> None:
     """Move through `e.text` from `e.pos` as far as whole values allow."""
+    steps = 0
     while e.state not in ("stopped", "done"):
+        steps += 1
+        if not steps % 4096:
+            check()
         e.pos = _SPACE.match(e.text, e.pos).end()
         if e.pos >= len(e.text):
             break
@@ -152,6 +158,9 @@ _WAIT = object()
 def _value(e: JsonEngine, final: bool) -> Any:
     try:
         value, e.pos = e.json.raw_decode(e.text, e.pos)
+    except RecursionError:  # arrays in arrays... deeper than the C decoder goes
+        _bad(e, "nested too deeply")
+        return _WAIT
     except json.JSONDecodeError as error:
         cut = error.msg.startswith("Unterminated") or error.pos >= len(e.text) - 8
         if final or not cut:

@@ -11,7 +11,7 @@ from typing import Any
 from bot.datacard.card import ColumnCard, DataCard
 from bot.datacard.csvprof import DETAIL
 from bot.datacard.errors import CardError
-from bot.datacard.thrift import CompactReader
+from bot.datacard.thrift import CompactReader, TooLarge
 
 MAX_FOOTER = 64 << 20
 PHYSICAL = ["BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY", "FIXED"]
@@ -36,7 +36,24 @@ _UNPACK = {"INT32": "<i", "INT64": "<q", "FLOAT": "<f", "DOUBLE": "<d"}
 def card_parquet(source: str | Path | bytes, name: str) -> DataCard:
     """Read only the footer: Parquet keeps the schema and row counts at the end."""
     footer, size = _footer(source, name)
-    meta = CompactReader(footer, name).struct()
+    reader, note = CompactReader(footer, name), None
+    try:
+        try:
+            meta = reader.struct()
+        except TooLarge:
+            if 2 not in reader.top or 4 in reader.top:  # no whole schema: nothing to show
+                raise
+            meta, note = reader.top, "The metadata is too large: row groups and statistics unread."
+        card = _card(meta, name, size)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OverflowError):
+        raise CardError(f"Skipped {name}: its Parquet metadata is malformed.") from None
+    if note:
+        card.notes = [note, *card.notes[1:]]
+    return card
+
+
+def _card(meta: dict[int, Any], name: str, size: int) -> DataCard:
+    """The card from the footer's fields, whatever their types (a wrong one raises)."""
     schema, groups = meta.get(2) or [], meta.get(4) or []
     columns = _columns(schema)
     stats = _stats(groups, {c.name: c for c in columns})

@@ -10,6 +10,7 @@ import codecs
 from collections import deque
 from typing import Protocol
 
+from bot.datacard.budget import check
 from bot.datacard.card import DataCard
 from bot.datacard.csvprof import LINE_CAP, SNIFF, CsvEngine
 from bot.datacard.jsonprof import JsonEngine, JsonLinesEngine
@@ -61,6 +62,7 @@ class Profiler:
                 self._head += self._utf16.decode(b"", final=True).encode("utf-8")
             self._engine = self._start(whole=True)
             self._hold(bytes(self._head))
+        check()
         self._engine.block(list(self._pieces), final=True)
         self._pieces.clear()
         card = self._engine.card()
@@ -75,6 +77,7 @@ class Profiler:
             self._pieces.append(chunk)
             self._held += len(chunk)
         while self._held >= self.block_size:
+            check()  # a card past its time budget stops here, between blocks
             self._engine.block(self._take(self.block_size), final=False)
 
     def _take(self, size: int) -> Pieces:

@@ -54,6 +54,8 @@ def for_slack(card: DataCard) -> str:
         lines.append(f":warning: {what} in `{_esc(a.column)}` ({_esc(examples)})")
     if card.malformed.total:
         lines.append(f":warning: {_esc(_malformed(card))}")
+    if not card.columns and card.notes:  # why there is nothing more to say
+        lines.append(f"_{_esc(card.notes[0])}_")
     return "\n".join(lines)
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 
+LOCATED = 8  # ragged records located per block (the card names the first few)
 _BODY = rb'[^"]*(?:""[^"]*)*"'  # a quoted field after its opening quote, closing quote included
 _FLAT = rb'[^"\n]*(?:""[^"\n]*)*"'  # the same, on one line
 
@@ -21,8 +23,9 @@ _FLAT = rb'[^"\n]*(?:""[^"\n]*)*"'  # the same, on one line
 class Scanned:
     end: int  # bytes taken: whole records only
     records: int  # records in those bytes, blank lines included
-    ragged: list[int] = field(default_factory=list)  # record indexes in the block
-    blank: list[int] = field(default_factory=list)
+    ragged: list[int] = field(default_factory=list)  # the first few, as indexes in the block
+    ragged_count: int = 0
+    blank: int = 0  # blank lines among the records
     open_quote: bool = False  # the record at `end` has a quote that has not closed (yet)
     ascii: bool = True  # all the bytes scanned were ASCII
 
@@ -91,7 +94,11 @@ class RecordScanner:
                 break
             bare = self._quoted.sub(b"Q", record.group())
             if bare.count(self.delim) != self.fields - 1:
-                (done.ragged if bare.strip() else done.blank).append(done.records)
+                if not bare.strip():
+                    done.blank += 1
+                else:
+                    done.ragged_count += 1
+                    done.ragged += [done.records][: LOCATED - len(done.ragged)]
             done.records += 1
             pos = record.end()
         done.end = pos
@@ -111,9 +118,17 @@ class RecordScanner:
         if not extra and reduced.startswith(line * records):  # each record: the same fields
             return Scanned(end, records)
         records = reduced.count(b"\n", 0, cut)
-        lines = bare[:end].split(b"\n")
-        want, d = self.fields - 1, self.delim
-        odd = [i for i in range(records) if lines[i].count(d) != want]
-        blank = [i for i in odd if not lines[i].strip()]
-        ragged = [i for i in odd if lines[i].strip()] if blank else odd
-        return Scanned(end, records, ragged, blank)
+        # Whole-list operations only (len, count): a block may be a million ragged lines.
+        fields = list(map(len, reduced[:cut].split(b"\n", records)[:records]))  # delimiters
+        want = self.fields - 1
+        odd = records - fields.count(want)
+        if not odd:
+            return Scanned(end, records)
+        stripped = list(map(bytes.strip, bare[:end].split(b"\n", records)[:records]))
+        if self.delim.isspace():  # a blank line may hold tabs: tell them apart one by one
+            pairs = zip(fields, stripped, strict=True)
+            blank = sum(1 for n, text in pairs if n != want and not text)
+        else:  # a blank line has no delimiter, so it is odd unless no line has one
+            blank = stripped.count(b"") if want else 0
+        ragged = (i for i, n in enumerate(fields) if n != want and stripped[i])
+        return Scanned(end, records, list(islice(ragged, LOCATED)), odd - blank, blank)

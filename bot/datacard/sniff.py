@@ -9,6 +9,7 @@ from collections import Counter
 from bot.datacard.values import MISSING, date_keys, number
 
 DELIMITERS = (",", "\t", ";", "|")
+HEADER_COLUMNS = 1000  # columns that vote on a header row: enough, and no cost per column
 _QUOTED = re.compile(r'"[^"]*(?:""[^"]*)*"')
 
 
@@ -51,8 +52,8 @@ def has_header(rows: list[list[str]]) -> bool:
     text cell are numbers or dates, or a text cell does not recur below it."""
     if not rows:
         return False
-    first = rows[0]
-    rest = [r for r in rows[1:] if len(r) == len(first)]
+    first = rows[0][:HEADER_COLUMNS]
+    rest = [r for r in rows[1:] if len(r) == len(rows[0])]
     plain = all(c.strip() and not _typed(c) for c in first) and len(set(first)) == len(first)
     votes = 0.0
     for j, cell in enumerate(first):

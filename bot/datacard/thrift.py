@@ -6,21 +6,31 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from bot.datacard.budget import check
 from bot.datacard.errors import CardError
 
 MAX_DEPTH = 32
+# Values read, at most. A real footer has a few per column and row group; a hostile one
+# packs a value in each byte (an empty struct) to cost a Python object per byte.
+MAX_VALUES = 100_000
 _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY = range(9)
 _LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
+
+
+class TooLarge(CardError):
+    """More values than MAX_VALUES; `CompactReader.top` holds the fields read before."""
 
 
 class CompactReader:
     def __init__(self, data: bytes, what: str = "the file") -> None:
         self.data, self.pos, self.what = data, 0, what
+        self.values = 0
+        self.top: dict[int, Any] = {}  # the outermost struct's fields, as far as read
 
     def struct(self, depth: int = 0) -> dict[int, Any]:
-        if depth > MAX_DEPTH:
-            self._fail("nested too deeply")
         fields: dict[int, Any] = {}
+        if depth == 0:
+            self.top = fields
         last = 0
         while (head := self._byte()) != _STOP:
             kind, delta = head & 0x0F, head >> 4
@@ -32,6 +42,16 @@ class CompactReader:
         return fields
 
     def _value(self, kind: int, depth: int) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise TooLarge(
+                f"Skipped {self.what}: its Parquet metadata is too large to read "
+                f"(over {MAX_VALUES:,} values)."
+            )
+        if not self.values % 65536:
+            check()
+        if depth > MAX_DEPTH:
+            self._fail("nested too deeply")
         if kind == _BYTE:
             return struct.unpack("<b", self._take(1))[0]
         if kind in (_I16, _I32, _I64):

@@ -5,6 +5,7 @@ directory declares, so what passes here bounds what reading can unpack."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from pathlib import Path
 from typing import IO
@@ -16,12 +17,15 @@ MAX_RATIO = 200  # unpacked bytes per packed byte, for an entry over RATIO_FLOOR
 RATIO_FLOOR = 1 << 20
 MAX_ENTRIES = 10_000
 READ_CAP = 64 << 20  # unpacked bytes read from one entry where only its start is needed
+MAX_DIRECTORY = 4 << 20  # bytes of the central directory (10,000 entries of long names)
+_TAIL = 22 + 65535 + 20  # the end record, its comment, and a zip64 locator before them
 
 Source = str | Path | bytes
 
 
 def open_zip(source: Source, name: str, required: tuple[str, ...] = ()) -> zipfile.ZipFile:
     """The archive, once its directory shows no bomb and holds the `required` entries."""
+    _directory_size(source, name)
     try:
         book = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (zipfile.BadZipFile, OSError, ValueError) as error:
@@ -36,6 +40,46 @@ def open_zip(source: Source, name: str, required: tuple[str, ...] = ()) -> zipfi
         book.close()
         raise
     return book
+
+
+def _directory_size(source: Source, name: str) -> None:
+    """Refuse a directory too large to read, from the end record alone: zipfile reads the
+    whole directory into objects before anything can count them."""
+    if isinstance(source, bytes):
+        tail = source[-_TAIL:]
+    else:
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, 2) - _TAIL))
+                tail = handle.read()
+        except OSError:
+            return  # zipfile says what is wrong
+    end = tail.rfind(b"PK\x05\x06")
+    if end < 0 or len(tail) < end + 22:
+        return  # zipfile says what is wrong
+    entries, size = struct.unpack_from("<10xHI", tail, end)
+    locator = end - 20
+    if (entries == 0xFFFF or size == 0xFFFFFFFF) and tail[locator : locator + 4] == b"PK\x06\x07":
+        entries, size = _zip64_directory(source, struct.unpack_from("<Q", tail, locator + 8)[0])
+    if entries > MAX_ENTRIES or size > MAX_DIRECTORY:
+        what = f"{entries:,} files" if entries > MAX_ENTRIES else "a directory"
+        raise CardError(f"Skipped {name}: it holds {what}, too many to open.")
+
+
+def _zip64_directory(source: Source, at: int) -> tuple[int, int]:
+    """(entries, directory size) from the zip64 end record at offset `at`."""
+    if isinstance(source, bytes):
+        record = source[at : at + 56]
+    else:
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(at)
+                record = handle.read(56)
+        except OSError:
+            return 0, 0
+    if len(record) < 56 or not record.startswith(b"PK\x06\x06"):
+        return 0, 0  # zipfile says what is wrong
+    return struct.unpack_from("<QQ", record, 32)
 
 
 def check(book: zipfile.ZipFile, name: str) -> None:

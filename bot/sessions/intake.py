@@ -9,15 +9,15 @@ sandbox.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.datacard import CardError, DataCard, card_parquet, card_xlsx, detect, gunzip
+from bot.datacard import CardError, DataCard, detect, gunzip
 from bot.datacard.detect import HEAD_BYTES
 from bot.datacard.kinds import kind as kind_row
 from bot.datacard.kinds import unpacked_name
+from bot.datacard.whole import card_file
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,8 @@ async def prepare(name: str, chunks: AsyncIterator[bytes]) -> Prepared:
 
 
 async def card_spooled(kind: str, path: Path, name: str) -> list[DataCard]:
-    """Check a spooled workbook or Parquet file and card it, off the event loop."""
-    if kind == "xlsx":
-        return await asyncio.to_thread(card_xlsx, path, name)
-    return [await asyncio.to_thread(card_parquet, path, name)]
+    """Check a spooled workbook or Parquet file and card it, in the cards' own threads."""
+    return await card_file(kind, path, name)
 
 
 async def peek(chunks: AsyncIterator[bytes], size: int) -> tuple[bytes, AsyncIterator[bytes]]:
