@@ -65,7 +65,9 @@ class Views:
 
 
 @asynccontextmanager
-async def engine_on(root: Path, **settings: Any) -> AsyncIterator[tuple[Engine, Views]]:
+async def engine_on(
+    root: Path, **settings: Any
+) -> AsyncIterator[tuple[Engine, Views, FakeAnthropic]]:
     async with FakeAnthropic(script) as fake:
         options = {"max_sandboxes": 2, "sandbox_wait_s": 1.5, "tool_timeout_s": 150}
         runtime = Runtime.from_settings(settings_for(fake.base_url, root, **(options | settings)))
@@ -74,7 +76,7 @@ async def engine_on(root: Path, **settings: Any) -> AsyncIterator[tuple[Engine, 
         views = Views()
         engine = runtime.engine(store, views, lambda source: chunks)
         try:
-            yield engine, views
+            yield engine, views, fake
         finally:
             await engine.shutdown(0)
             for key in (A, B, C, D):
@@ -101,7 +103,7 @@ def exists(root: Path, sandbox_id: str | None) -> bool:
 async def test_a_thread_over_the_cap_takes_the_least_recently_used_sandbox(
     sandbox_root: Path,
 ) -> None:
-    async with engine_on(sandbox_root) as (engine, views):
+    async with engine_on(sandbox_root) as (engine, views, _):
         assert await with_file(engine, A) == "3 False"
         first = engine.sandbox_id(A)
         assert await with_file(engine, B) == "3 False"
@@ -124,7 +126,7 @@ async def test_with_idle_action_stop_the_sandbox_is_stopped_and_kept(
     sandbox_root: Path,
 ) -> None:
     settings = {"max_sandboxes": 1, "session_idle_action": "stop", "session_retain_s": 600}
-    async with engine_on(sandbox_root, **settings) as (engine, views):
+    async with engine_on(sandbox_root, **settings) as (engine, views, _):
         assert await with_file(engine, A) == "3 False"
         first = engine.sandbox_id(A)
         assert await with_file(engine, B) == "3 False"
@@ -136,7 +138,7 @@ async def test_with_idle_action_stop_the_sandbox_is_stopped_and_kept(
 
 
 async def test_two_threads_at_once_take_two_sandboxes_not_one_twice(sandbox_root: Path) -> None:
-    async with engine_on(sandbox_root) as (engine, views):
+    async with engine_on(sandbox_root) as (engine, views, _):
         await with_file(engine, A)
         await with_file(engine, B)
         answers = await asyncio.gather(answer(engine, C, "hello"), answer(engine, D, "hello"))
@@ -148,7 +150,7 @@ async def test_two_threads_at_once_take_two_sandboxes_not_one_twice(sandbox_root
 
 
 async def test_a_thread_whose_run_is_starting_keeps_its_sandbox(sandbox_root: Path) -> None:
-    async with engine_on(sandbox_root) as (engine, views):
+    async with engine_on(sandbox_root) as (engine, views, _):
         await with_file(engine, A)
         await with_file(engine, B)
         first = engine.sandbox_id(A)
@@ -160,7 +162,7 @@ async def test_a_thread_whose_run_is_starting_keeps_its_sandbox(sandbox_root: Pa
 
 
 async def test_while_every_sandbox_runs_a_third_waits_then_is_refused(sandbox_root: Path) -> None:
-    async with engine_on(sandbox_root) as (engine, views):
+    async with engine_on(sandbox_root) as (engine, views, _):
         held = [await engine.ask(key, "hold", user="U1") for key in (A, B)]
         assert await eventually(lambda: all(views.of(k, ToolCallStarted) for k in (A, B)), 30)
         ids = [engine.sandbox_id(A), engine.sandbox_id(B)]
@@ -179,7 +181,7 @@ async def test_while_every_sandbox_runs_a_third_waits_then_is_refused(sandbox_ro
 async def test_a_question_during_the_teardown_waits_for_it_and_resumes(
     sandbox_root: Path,
 ) -> None:
-    async with engine_on(sandbox_root) as (engine, _):
+    async with engine_on(sandbox_root) as (engine, _, model):
         await with_file(engine, A)
         session, first = await engine.open(A), engine.sandbox_id(A)
         teardown = asyncio.create_task(session.suspend())
@@ -189,6 +191,8 @@ async def test_a_question_during_the_teardown_waits_for_it_and_resumes(
         assert isinstance(result, RunFinished) and result.answer == "3 False"
         assert not exists(sandbox_root, first)
         assert exists(sandbox_root, session.sandbox_id)
+        # It ran in the fresh sandbox from its start, and the model was told so at once.
+        assert "this is a fresh one" in model.requests[-2].last_user_text
 
 
 # -- the provider's slots --
