@@ -21,8 +21,10 @@ from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended, SandboxWaiting
+from bot.slack.notes import ROOM_DELETED
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
+from tests.slack_harness import CHANNEL, running_bot
 from tests.support import Recorder, settings_for
 from tests.test_sandbox_isolation import eventually
 
@@ -33,7 +35,8 @@ COUNT = (
     "import os; print(sum(1 for _ in open('/buddy/work/uploads/data.csv')), "
     "os.path.exists('/buddy/work/mark')); open('/buddy/work/mark', 'w')"
 )
-HOLD = "sleep 120"  # a run that goes on until stopped
+HOLD = "sleep 120"
+HELLO = "hello-from-the-sandbox"  # a run that goes on until stopped
 
 
 def script(req: ModelRequest) -> Reply:
@@ -43,7 +46,7 @@ def script(req: ModelRequest) -> Reply:
     if "hold" in req.last_user_text:
         return Reply([tool_use("run_code", {"language": "bash", "code": HOLD})])
     if "hello" in req.last_user_text:  # a thread with no file
-        return Reply([tool_use("run_code", {"language": "python", "code": "print('hi')"})])
+        return Reply([tool_use("run_code", {"language": "python", "code": f"print({HELLO!r})"})])
     return Reply([tool_use("run_code", {"language": "python", "code": COUNT})])
 
 
@@ -110,14 +113,14 @@ async def test_a_thread_over_the_cap_takes_the_least_recently_used_sandbox(
         assert await with_file(engine, C) == "3 False"  # at once, not after a wait
         assert views.of(C, SandboxWaiting) == []
         assert not exists(sandbox_root, first)  # A's went: it was used longest ago
-        assert views.of(A, SandboxSuspended) == [SandboxSuspended()]
+        assert views.of(A, SandboxSuspended) == [SandboxSuspended(for_room=True)]
         assert engine.threads_in_memory == 2  # A left memory, as after an idle teardown
 
         second = engine.sandbox_id(B)
         assert await answer(engine, A) == "3 False"  # its file again, in a fresh sandbox
         assert engine.sandbox_id(A) not in (None, first)
         assert not exists(sandbox_root, second)  # now B's went
-        assert views.of(B, SandboxSuspended) == [SandboxSuspended()]
+        assert views.of(B, SandboxSuspended) == [SandboxSuspended(for_room=True)]
         assert exists(sandbox_root, engine.sandbox_id(C))
         assert len(list(sandbox_root.glob("lcl-*"))) == 2
 
@@ -131,10 +134,11 @@ async def test_with_idle_action_stop_the_sandbox_is_stopped_and_kept(
         first = engine.sandbox_id(A)
         assert await with_file(engine, B) == "3 False"
         assert exists(sandbox_root, first)  # stopped, files and all
-        assert views.of(A, SandboxSuspended) == [SandboxSuspended(600)]
+        assert views.of(A, SandboxSuspended) == [SandboxSuspended(600, for_room=True)]
         assert await answer(engine, A) == "3 True"  # the same sandbox, started again
         assert engine.sandbox_id(A) == first
-        assert views.of(B, SandboxSuspended) == [SandboxSuspended(600)]  # B's made room
+        # B's made room for A in turn
+        assert views.of(B, SandboxSuspended) == [SandboxSuspended(600, for_room=True)]
 
 
 async def test_two_threads_at_once_take_two_sandboxes_not_one_twice(sandbox_root: Path) -> None:
@@ -142,9 +146,9 @@ async def test_two_threads_at_once_take_two_sandboxes_not_one_twice(sandbox_root
         await with_file(engine, A)
         await with_file(engine, B)
         answers = await asyncio.gather(answer(engine, C, "hello"), answer(engine, D, "hello"))
-        assert answers == ["hi", "hi"]
-        assert views.of(A, SandboxSuspended) == [SandboxSuspended()]
-        assert views.of(B, SandboxSuspended) == [SandboxSuspended()]
+        assert answers == [HELLO, HELLO]
+        assert views.of(A, SandboxSuspended) == [SandboxSuspended(for_room=True)]
+        assert views.of(B, SandboxSuspended) == [SandboxSuspended(for_room=True)]
         assert views.of(C, SandboxWaiting) == views.of(D, SandboxWaiting) == []
         assert len(list(sandbox_root.glob("lcl-*"))) == 2
 
@@ -158,7 +162,7 @@ async def test_a_thread_whose_run_is_starting_keeps_its_sandbox(sandbox_root: Pa
         again, _ = await asyncio.gather(answer(engine, A), answer(engine, C, "hello"))
         assert again == "3 True" and engine.sandbox_id(A) == first
         assert views.of(A, SandboxSuspended) == []
-        assert views.of(B, SandboxSuspended) == [SandboxSuspended()]
+        assert views.of(B, SandboxSuspended) == [SandboxSuspended(for_room=True)]
 
 
 async def test_while_every_sandbox_runs_a_third_waits_then_is_refused(sandbox_root: Path) -> None:
@@ -224,3 +228,22 @@ async def test_an_attach_cut_off_in_its_cgroup_gives_its_slot_back(sandbox_root:
         os.close(reader)
         await provider.close()
         await made.destroy()
+
+
+# -- what a Slack thread sees --
+
+
+async def test_in_slack_the_thread_whose_sandbox_made_room_is_told_and_resumes(
+    sandbox_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_bot("local", script, sandbox_root, monkeypatch, max_sandboxes=1) as h:
+        first = (await h.slack.post_user_message(CHANNEL, "hello", mention=True))["ts"]
+        await h.wait_for_runs(first, 1, timeout=60)  # over: its sandbox is free to go
+        second = (await h.slack.post_user_message(CHANNEL, "hello", mention=True))["ts"]
+        await h.wait_for_text(second, HELLO, 60)
+        await h.wait_for_text(first, ROOM_DELETED, 30)
+        assert ":warning:" not in h.texts(second)
+        assert h.sandboxes_alive() == 1
+        await h.slack.post_user_message(CHANNEL, "hello again", thread_ts=first)
+        await h.slack.wait_for(lambda: h.texts(first).count(HELLO) >= 2, 60)
+        await h.wait_for_text(second, ROOM_DELETED, 30)  # its turn to make room

@@ -210,7 +210,8 @@ class Lifecycle:
         # that comes meanwhile waits for the teardown, then resumes as after one.
         if thread.busy or thread.session.in_use:
             return False
-        if not await self._reap_one(record, thread, self._clock(), thread.last_activity):
+        now, last = self._clock(), thread.last_activity
+        if not await self._reap_one(record, thread, now, last, for_room=True):
             return False
         await self._drop(key, thread)
         return True
@@ -282,20 +283,26 @@ class Lifecycle:
                 await self.release(run.key)
 
     async def _reap_one(
-        self, record: SessionRecord, thread: ThreadState | None, now: float, last: float
+        self,
+        record: SessionRecord,
+        thread: ThreadState | None,
+        now: float,
+        last: float,
+        *,
+        for_room: bool = False,
     ) -> bool:
         """Stop or shut down one quiet thread's sandbox, as the idle action says."""
         key = record.key
         if self._idle_action == "stop" and not self._past_retention(now - last):
             if self._stopped.get(key) != last and await self._stop(record, thread):
                 self._stopped[key] = last
-                await self._tell_suspended(key, kept_s=self._retain_s)
+                await self._tell_suspended(key, self._retain_s, for_room)
                 return True
             return False
         if not await self._suspend(record, thread):
             return False
         if self._idle_action == "delete":  # a kept one's thread was told when stopped
-            await self._tell_suspended(key)
+            await self._tell_suspended(key, for_room=for_room)
         self._stopped.pop(key, None)
         return True
 
@@ -351,9 +358,9 @@ class Lifecycle:
         await self._store.update_session(record.key, sandbox_id=None, state="idle")
         return True
 
-    async def _tell_suspended(self, key: str, kept_s: float = 0.0) -> None:
+    async def _tell_suspended(self, key: str, kept_s: float = 0.0, for_room: bool = False) -> None:
         try:
-            await self._view_for(key)(SandboxSuspended(kept_s))
+            await self._view_for(key)(SandboxSuspended(kept_s, for_room))
         except Exception:
             log.exception("telling %s about its idle teardown failed", key)
 
