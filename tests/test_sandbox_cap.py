@@ -199,6 +199,30 @@ async def test_a_question_during_the_teardown_waits_for_it_and_resumes(
         assert "this is a fresh one" in model.requests[-2].last_user_text
 
 
+async def test_a_file_on_its_way_in_keeps_its_sandbox(sandbox_root: Path) -> None:
+    """A thread taking a file in has no run going, yet its sandbox is in use: a thread
+    over the cap waits for the file to be in, then takes that sandbox's place."""
+    rows, last = b"year,value\n" + b"2000,1\n" * 10_000, b"2010,2\n"  # more than a peek
+    arrived = asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield rows
+        await arrived.wait()
+        yield last
+
+    async with engine_on(sandbox_root, max_sandboxes=1, sandbox_wait_s=60) as (engine, views, _):
+        assert await answer(engine, A, "hello") == HELLO
+        adding = asyncio.create_task(engine.add_file(A, "data.csv", slow, {"id": "F-A"}))
+        asked = asyncio.create_task(answer(engine, B, "hello"))
+        waiting = lambda: views.of(B, SandboxWaiting) or asked.done()  # noqa: E731
+        assert await eventually(waiting, 30)
+        arrived.set()
+        taken = await asyncio.wait_for(adding, 60)
+        assert taken.size == len(rows) + len(last)  # all of it, not cut off by a teardown
+        assert await asyncio.wait_for(asked, 60) == HELLO
+        assert views.of(A, SandboxSuspended) == [SandboxSuspended(for_room=True)]
+
+
 # -- the provider's slots --
 
 

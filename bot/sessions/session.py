@@ -164,16 +164,19 @@ class Session:
         (checked and carded whole), it is spooled to local disk first, so the model can be
         told about it at once; it reaches the sandbox as soon as it can.
         """
-        self._taking_in += 1
+        self._taking_in += 1  # its sandbox does not go to make room meanwhile
         try:
-            prepared = await prepare(name, opener())
-            self.start()  # only for a file its bytes say is data: a photo makes no sandbox
-            taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
-            path = f"{UPLOADS_DIR}/{safe_name(prepared.name, taken)}"
-            ready = self.sandbox_id is not None and not self._uploads and not prepared.spooled
-            intake = await (self._stream_in if ready else self._spool_in)(prepared, path, opener)
+            return await self._add_file(name, opener)
         finally:
             self._taking_in -= 1
+
+    async def _add_file(self, name: str, opener: FileOpener) -> Intake:
+        prepared = await prepare(name, opener())
+        self.start()  # only for a file its bytes say is data: a photo makes no sandbox
+        taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
+        path = f"{UPLOADS_DIR}/{safe_name(prepared.name, taken)}"
+        ready = self.sandbox_id is not None and not self._uploads and not prepared.spooled
+        intake = await (self._stream_in if ready else self._spool_in)(prepared, path, opener)
         self.intakes.append(intake)
         return intake
 
