@@ -63,6 +63,7 @@ from bot.sandbox.base import (
     ExecResult,
     FileEntry,
     Language,
+    MakeRoom,
     Output,
     Sandbox,
     SandboxInfo,
@@ -167,6 +168,9 @@ class SleepyProvider:
 
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # no cap on live sandboxes here
+
+    def on_full(self, make_room: MakeRoom) -> None:
+        pass
 
     async def destroy_id(self, sandbox_id: str) -> None:
         self.sandboxes.pop(sandbox_id, None)

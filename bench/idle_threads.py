@@ -27,7 +27,7 @@ from typing import Any
 from bench.concurrency import settled_rss
 from bot.compose import Runtime
 from bot.errors import SandboxUnavailable
-from bot.sandbox.base import Sandbox, SandboxInfo, SandboxSpec
+from bot.sandbox.base import MakeRoom, Sandbox, SandboxInfo, SandboxSpec
 from bot.store.base import FileRecord, SessionRecord
 from bot.store.sqlite import SqliteStore
 from tests.support import settings_for
@@ -49,6 +49,9 @@ class NoSandboxes:
 
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # no cap on live sandboxes here
+
+    def on_full(self, make_room: MakeRoom) -> None:
+        pass
 
     async def destroy_id(self, sandbox_id: str) -> None:
         pass

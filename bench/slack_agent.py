@@ -2,7 +2,8 @@
 classic, against the fake Slack with Slack's rate tiers enforced at their documented rates
 (429 with Retry-After past them) and the bot pacing at its defaults.
 
-Run from the repository root: `.venv/bin/python -m bench.slack_agent [--threads 50]`.
+Run from the repository root: `.venv/bin/python -m bench.slack_agent [--threads 50]`
+(`--only 3` runs the third part alone).
 
 1. The population question with its CSV, with a model that answers at once and with one
    that takes 1 s a turn: the Slack Web API calls for the whole question (start-up calls
@@ -13,7 +14,8 @@ Run from the repository root: `.venv/bin/python -m bench.slack_agent [--threads 
 3. `--threads` questions at once in one channel (one tool call each, 1 s a turn): time to
    the first sign and to the answer (median, p95, max), the 429s Slack answered (the
    client waits them out), and the 429s that reached a user: a thread without its answer,
-   or with an error in it.
+   or with an error in it. More threads than MAX_SANDBOXES (32) at once: each thread ends
+   with its answer or a failure, and the threads that failed are counted.
 """
 
 from __future__ import annotations
@@ -116,22 +118,28 @@ async def crowd(root: Path, ui: str, n: int) -> dict[str, object]:
             at = time.monotonic()
             sent[(await h.slack.post_user_message(CHANNEL, f"sum {i}?", mention=True))["ts"]] = at
         answered: dict[str, float] = {}
+        failed: dict[str, float] = {}
 
         def done() -> bool:
             for t in sent:
-                if t not in answered and any(ANSWER in m.get("text", "") for m in visible(h, t)):
+                if t in answered or t in failed:
+                    continue
+                if any(ANSWER in m.get("text", "") for m in visible(h, t)):
                     answered[t] = time.monotonic() - sent[t]
-            return len(answered) == n
+                elif ":warning:" in h.texts(t):
+                    failed[t] = time.monotonic() - sent[t]
+            return len(answered) + len(failed) == n
 
         await h.slack.wait_for(done, 900)
         threads = list(sent)
         signs = [first_sign(h, t, t, sent[t]) or 0.0 for t in threads]
-        errors = sum(1 for t in threads if ":warning:" in h.texts(t))
+        errors = sum(1 for t in threads if t not in answered or ":warning:" in h.texts(t))
         return {
             "signs": signs,
             "answers": list(answered.values()),
+            "failed": list(failed.values()),
             "429s": Counter(c.method for c in h.slack.rate_limited()),
-            "reached users": n - len(answered) + errors,
+            "reached users": errors,
             "calls": len([c for c in h.slack.calls if c.method not in STARTUP]),
         }
 
@@ -149,31 +157,51 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=50)
     parser.add_argument("--followups", type=int, default=20)
+    parser.add_argument("--only", type=int, choices=(1, 2, 3), help="run this part alone")
     args = parser.parse_args()
+    parts = {args.only} if args.only else {1, 2, 3}
     with sandbox_root() as root:
-        print("1. The population question with its CSV (Slack's tiers enforced)")
-        for delay in (0.0, 1.0):
-            for ui in ("classic", "agent"):
-                calls, shown = await population(root / f"pop-{ui}-{delay}", ui, delay)
-                detail = ", ".join(f"{m} {k}" for m, k in sorted(calls.items()))
-                print(
-                    f"   {ui:7} model {delay:.0f} s/turn: {sum(calls.values())} calls, "
-                    f"{shown} visible messages ({detail})"
-                )
-        print("2. First sign for a follow-up while 5 other threads in the channel run")
+        if 1 in parts:
+            await population_part(root)
+        if 2 in parts:
+            await followups_part(root, args.followups)
+        if 3 in parts:
+            await crowd_part(root, args.threads)
+
+
+async def population_part(root: Path) -> None:
+    print("1. The population question with its CSV (Slack's tiers enforced)")
+    for delay in (0.0, 1.0):
         for ui in ("classic", "agent"):
-            signs = await followups(root / f"follow-{ui}", ui, args.followups)
-            print(f"   {ui:7}: {spread(signs)} ({len(signs)} follow-ups)")
-        print(f"3. {args.threads} threads at once in one channel, one tool call each, 1 s a turn")
-        for ui in ("classic", "agent"):
-            result = await crowd(root / f"crowd-{ui}", ui, args.threads)
-            print(f"   {ui:7}: first sign {spread(result['signs'])}")
-            print(f"            answer {spread(result['answers'], 1, 's')}")
+            calls, shown = await population(root / f"pop-{ui}-{delay}", ui, delay)
+            detail = ", ".join(f"{m} {k}" for m, k in sorted(calls.items()))
             print(
-                f"            Slack calls {result['calls']}, 429s answered "
-                f"{dict(result['429s']) or 0}, 429s that reached a user: "
-                f"{result['reached users']}"
+                f"   {ui:7} model {delay:.0f} s/turn: {sum(calls.values())} calls, "
+                f"{shown} visible messages ({detail})"
             )
+
+
+async def followups_part(root: Path, n: int) -> None:
+    print("2. First sign for a follow-up while 5 other threads in the channel run")
+    for ui in ("classic", "agent"):
+        signs = await followups(root / f"follow-{ui}", ui, n)
+        print(f"   {ui:7}: {spread(signs)} ({len(signs)} follow-ups)")
+
+
+async def crowd_part(root: Path, n: int) -> None:
+    print(f"3. {n} threads at once in one channel, one tool call each, 1 s a turn")
+    for ui in ("classic", "agent"):
+        result = await crowd(root / f"crowd-{ui}", ui, n)
+        answers, failed = result["answers"], result["failed"]
+        print(f"   {ui:7}: first sign {spread(result['signs'])}")
+        print(f"            answered {len(answers)}/{n}: {spread(answers, 1, 's')}")
+        if failed:
+            print(f"            failed {len(failed)}/{n}: {spread(failed, 1, 's')}")
+        print(
+            f"            Slack calls {result['calls']}, 429s answered "
+            f"{dict(result['429s']) or 0}, 429s that reached a user: "
+            f"{result['reached users']}"
+        )
 
 
 if __name__ == "__main__":

@@ -131,21 +131,26 @@ async def test_stop_ends_a_wait_on_a_detached_command_at_once(sandbox_root: Path
 async def test_a_thread_over_max_sandboxes_is_told_it_waits_and_then_answered(
     sandbox_root: Path,
 ) -> None:
-    """MAX_SANDBOXES=1: the second thread's run waits for the first thread's sandbox to go
-    (here: reaped when it goes quiet), says so, and then answers; nothing is lost."""
+    """MAX_SANDBOXES=1: while the first thread's run goes, the second thread's run waits
+    for its sandbox, says so, and once that run is over takes its place and answers."""
 
     def script(req):
         if req.tool_results():
             return Reply([text("counted")])
-        return Reply([tool_use("run_code", {"language": "bash", "code": "echo 1"})])
+        gate = "until [ -e /buddy/work/go ]; do sleep 0.1; done"  # the test opens it
+        code = gate if "first" in req.last_user_text else "echo 1"
+        return Reply([tool_use("run_code", {"language": "bash", "code": code})])
 
     other = "T1:C1:100.2"
-    limits = {"max_sandboxes": 1, "session_idle_timeout": 0.5}
-    async with engine_on(script, sandbox_root, **limits) as (engine, views, _, _fake):
-        assert isinstance(await (await engine.ask(KEY, "first", user="U1")), RunFinished)
-        engine.start_reaper(0.2)
+    async with engine_on(script, sandbox_root, max_sandboxes=1) as (engine, views, _, _fake):
+        first = await engine.ask(KEY, "first", user="U1")
+        await views.wait_for(ToolCallStarted, 30)
+        sandbox_id = engine.sandbox_id(KEY)
         second = await engine.ask(other, "second", user="U2")
-        waiting = await views.wait_for(SandboxWaiting)
+        waiting = await views.wait_for(SandboxWaiting, 30)
+        assert sandbox_id is not None
+        (sandbox_root / sandbox_id / "work" / "go").touch()
+        assert isinstance(await asyncio.wait_for(first, 30), RunFinished)
         result = await asyncio.wait_for(second, 30)
         await engine.close(other)
     assert waiting == SandboxWaiting(1)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import posixpath
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from bot.errors import SandboxGone, SandboxPathError
 
 Language = Literal["python", "bash", "node"]
+# Frees a sandbox's slot for the session named, if it can: True once one was let go.
+MakeRoom = Callable[[str], Awaitable[bool]]
 LANGUAGES: tuple[Language, ...] = ("python", "bash", "node")
 
 WORK_DIR = "/buddy/work"
@@ -159,6 +161,11 @@ class SandboxProvider(Protocol):
     def waiting_for_slot(self, session_key: str) -> int:
         """While the session's new sandbox waits because the bot runs as many as it may at
         once: that number (MAX_SANDBOXES); else 0."""
+        ...
+
+    def on_full(self, make_room: MakeRoom) -> None:
+        """With a cap on live sandboxes: how to free one when it is reached, for the
+        session named (True once a sandbox was stopped or deleted). Without: ignored."""
         ...
 
     async def close(self) -> None: ...

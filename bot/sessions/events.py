@@ -56,9 +56,11 @@ class BudgetSpent:
 @dataclass(frozen=True)
 class SandboxSuspended:
     """The thread went quiet and its sandbox was shut down; it resumes on the next question.
-    `kept_s`: the sandbox was stopped, not deleted, and is kept (files and all) this long."""
+    `kept_s`: the sandbox was stopped, not deleted, and is kept (files and all) this long.
+    `for_room`: before its idle timeout, for another thread (MAX_SANDBOXES were live)."""
 
     kept_s: float = 0.0
+    for_room: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ SESSION_IDLE_ACTION=stop stopped and kept (files and all) for SESSION_RETAIN_S, 
 deleted; until then it counts as owned, so the orphan sweeper leaves it alone. A reaped
 thread leaves this process's memory and is loaded from the store at its next event, so
 memory holds only the threads in use.
+
+When a new sandbox would pass MAX_SANDBOXES, the thread held here that has gone longest
+without use, and has no run going, is torn down the same way at once (`make_room`), so a
+burst of threads is not refused while sandboxes sit idle. With replicas only threads this
+process holds (whose lease it has) are candidates, each checked against its fencing token
+first; the cap, like the sandboxes, is this process's own.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ class Lifecycle:
         # key -> the last activity when this process stopped its sandbox (stopped once,
         # until the thread is used again)
         self._stopped: dict[str, float] = {}
+        self._evicting: set[str] = set()  # threads whose sandbox goes to make room now
+        provider.on_full(self.make_room)
 
     async def attach(self, record: SessionRecord, token: int | None = None) -> Sandbox | None:
         """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
@@ -158,6 +166,56 @@ class Lifecycle:
                 await self._drop(key, thread)
         return reaped
 
+    async def make_room(self, for_key: str) -> bool:
+        """The cap on live sandboxes is reached and `for_key` needs one: stop or delete the
+        sandbox of the least recently used thread held here, as the idle teardown does (it
+        resumes on its next message). False if every one is in use (a run going, a file
+        coming in) or already going."""
+        candidates = sorted(
+            (thread.last_activity, key)
+            for key, thread in self._threads.items()
+            if key != for_key and self._evictable(key, thread)
+        )
+        for _, key in candidates:
+            thread = self._threads.get(key)
+            if thread is None or not self._evictable(key, thread):
+                continue  # changed while an earlier candidate was tried
+            self._evicting.add(key)
+            try:
+                if await self._evict(key, thread):
+                    log.info("thread %s: its sandbox went to make room for %s", key, for_key)
+                    return True
+            except Exception:
+                log.exception("could not free the sandbox of %s", key)
+            finally:
+                self._evicting.discard(key)
+        return False
+
+    def _evictable(self, key: str, thread: ThreadState) -> bool:
+        """Whether the thread's sandbox holds a slot that may go now: it exists, runs (not
+        stopped at its last activity), and nothing uses it or is freeing it already."""
+        return (
+            key not in self._evicting
+            and not thread.busy
+            and not thread.session.in_use
+            and thread.session.sandbox_id is not None
+            and self._stopped.get(key) != thread.last_activity
+        )
+
+    async def _evict(self, key: str, thread: ThreadState) -> bool:
+        record = await self._store.get_session(key)
+        if record is None or not await self._still_ours(key, thread):
+            return False
+        # No await from this check to the teardown taking the session's turn: a question
+        # that comes meanwhile waits for the teardown, then resumes as after one.
+        if thread.busy or thread.session.in_use:
+            return False
+        now, last = self._clock(), thread.last_activity
+        if not await self._reap_one(record, thread, now, last, for_room=True):
+            return False
+        await self._drop(key, thread)
+        return True
+
     async def _still_ours(self, key: str, thread: ThreadState) -> bool:
         """Whether the store still takes this copy's writes (with replicas, one held here may
         have been taken over while this process was cut off). A stale copy leaves memory
@@ -225,20 +283,26 @@ class Lifecycle:
                 await self.release(run.key)
 
     async def _reap_one(
-        self, record: SessionRecord, thread: ThreadState | None, now: float, last: float
+        self,
+        record: SessionRecord,
+        thread: ThreadState | None,
+        now: float,
+        last: float,
+        *,
+        for_room: bool = False,
     ) -> bool:
         """Stop or shut down one quiet thread's sandbox, as the idle action says."""
         key = record.key
         if self._idle_action == "stop" and not self._past_retention(now - last):
             if self._stopped.get(key) != last and await self._stop(record, thread):
                 self._stopped[key] = last
-                await self._tell_suspended(key, kept_s=self._retain_s)
+                await self._tell_suspended(key, self._retain_s, for_room)
                 return True
             return False
         if not await self._suspend(record, thread):
             return False
         if self._idle_action == "delete":  # a kept one's thread was told when stopped
-            await self._tell_suspended(key)
+            await self._tell_suspended(key, for_room=for_room)
         self._stopped.pop(key, None)
         return True
 
@@ -294,9 +358,9 @@ class Lifecycle:
         await self._store.update_session(record.key, sandbox_id=None, state="idle")
         return True
 
-    async def _tell_suspended(self, key: str, kept_s: float = 0.0) -> None:
+    async def _tell_suspended(self, key: str, kept_s: float = 0.0, for_room: bool = False) -> None:
         try:
-            await self._view_for(key)(SandboxSuspended(kept_s))
+            await self._view_for(key)(SandboxSuspended(kept_s, for_room))
         except Exception:
             log.exception("telling %s about its idle teardown failed", key)
 

@@ -78,6 +78,7 @@ class Session:
         self._sandboxes_made = 0
         self._notes: list[str] = []
         self._turn_lock = asyncio.Lock()
+        self._taking_in = 0  # files on their way in now
         self.agent = make_agent(self.sandbox)
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
@@ -138,6 +139,11 @@ class Session:
             await asyncio.wait({task}, timeout=0.25)
 
     @property
+    def in_use(self) -> bool:
+        """Whether a turn goes, or a file is on its way in: its sandbox is not to go now."""
+        return self._turn_lock.locked() or self._taking_in > 0
+
+    @property
     def sandbox_id(self) -> str | None:
         """The id of this session's sandbox once it exists."""
         task = self._sandbox_task
@@ -161,6 +167,13 @@ class Session:
         (checked and carded whole), it is spooled to local disk first, so the model can be
         told about it at once; it reaches the sandbox as soon as it can.
         """
+        self._taking_in += 1  # its sandbox does not go to make room meanwhile
+        try:
+            return await self._add_file(name, opener)
+        finally:
+            self._taking_in -= 1
+
+    async def _add_file(self, name: str, opener: FileOpener) -> Intake:
         prepared = await prepare(name, opener())
         self.start()  # only for a file its bytes say is data: a photo makes no sandbox
         taken = {intake.file.path.rsplit("/", 1)[-1] for intake in self.intakes}
@@ -247,31 +260,37 @@ class Session:
         return paths
 
     async def suspend(self) -> None:
-        """Destroy the sandbox but keep the conversation; the next `start` makes a new one."""
-        await self.close()
+        """Destroy the sandbox but keep the conversation; the next `start` makes a new one.
+        A question asked meanwhile waits for it (the turn is taken), then goes on afresh."""
+        async with self._turn_lock:
+            await self.close()
 
     async def stop(self) -> bool:
-        """Stop the sandbox but keep it, files and all; the next question starts it again.
-        False if there is no sandbox to stop."""
-        sandbox = await self.sandbox_if_ready()
-        if sandbox is None:
-            return False
-        await sandbox.stop()
-        return True
+        """Stop the sandbox but keep it, files and all; the next question starts it again
+        (asked meanwhile, it waits for the stop). False if there is no sandbox to stop."""
+        async with self._turn_lock:
+            sandbox = await self.sandbox_if_ready()
+            if sandbox is None:
+                return False
+            await sandbox.stop()
+            return True
 
     async def close(self, *, destroy: bool = True) -> None:
         """Destroy the sandbox (or keep it). A creation still under way is waited for, not
-        cancelled, so a sandbox that was about to exist is not leaked."""
+        cancelled, so a sandbox that was about to exist is not leaked. The sandbox is let
+        go of first: whatever needs one meanwhile (a file coming in) makes a new one."""
+        task, self._sandbox_task = self._sandbox_task, None
         uploads, self._uploads = self._uploads, []
-        for task in uploads:
-            task.cancel()
+        for upload in uploads:
+            upload.cancel()
         await asyncio.gather(*uploads, return_exceptions=True)
-        sandbox = await self.sandbox_if_ready()
-        self._sandbox_task = None
-        if sandbox and destroy:
-            await sandbox.destroy()
-            if self._on_sandbox is not None:
-                await self._on_sandbox(None)
+        if task is not None:
+            await asyncio.wait([task])
+        if task is None or task.cancelled() or task.exception() or not destroy:
+            return
+        await task.result().destroy()
+        if self._on_sandbox is not None and self._sandbox_task is None:
+            await self._on_sandbox(None)  # unless a new one is on its way, and recorded
 
     async def _wake(self) -> None:
         """Before a question: a sandbox that was stopped is started again and the model told

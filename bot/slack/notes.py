@@ -33,6 +33,16 @@ STOPPED_SANDBOX = (
     ":zzz: This thread was quiet, so its sandbox was stopped; its files are kept for "
     "{kept}. Write here again to pick up where we left off."
 )
+ROOM_DELETED = (
+    ":zzz: Other threads needed a sandbox and the bot runs only so many at once, so this "
+    "quiet thread's was shut down. Write here again to pick up where we left off: the "
+    "files will be loaded again."
+)
+ROOM_STOPPED = (
+    ":zzz: Other threads needed a sandbox and the bot runs only so many at once, so this "
+    "quiet thread's was stopped; its files are kept for {kept}. Write here again to pick "
+    "up where we left off."
+)
 WAITING = (
     ":hourglass_flowing_sand: All {limit} sandboxes this bot may run at once are in use, so "
     "this question waits its turn; it goes on as soon as one is free (Stop cancels it)."
@@ -55,7 +65,9 @@ def span(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} minutes"
 
 
-def suspended(kept_s: float) -> str:
+def suspended(kept_s: float, for_room: bool = False) -> str:
+    if for_room:
+        return ROOM_STOPPED.format(kept=span(kept_s)) if kept_s else ROOM_DELETED
     return STOPPED_SANDBOX.format(kept=span(kept_s)) if kept_s else IDLE
 
 

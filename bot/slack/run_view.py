@@ -175,8 +175,8 @@ class SlackRunView:
                 await self._extras.say(notes.WAITING.format(limit=limit))
             case ContextTrimmed(kind="compacted"):
                 await self._extras.say(notes.COMPACTED)
-            case SandboxSuspended(kept_s=kept_s):
-                await self._extras.say(notes.suspended(kept_s))
+            case SandboxSuspended(kept_s=kept_s, for_room=for_room):
+                await self._extras.say(notes.suspended(kept_s, for_room))
             case _:
                 await self._agent_event(event)
 

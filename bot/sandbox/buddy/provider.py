@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from bot.errors import BotError, SandboxError, SandboxGone, SandboxUnavailable
-from bot.sandbox.base import SandboxInfo, SandboxSpec
+from bot.sandbox.base import MakeRoom, SandboxInfo, SandboxSpec
 from bot.sandbox.buddy.commands import CLEANUP_TIMEOUT_S
 from bot.sandbox.buddy.config import BuddyConfig
 from bot.sandbox.buddy.errors import OutcomeUnknown
@@ -108,6 +108,9 @@ class BuddyProvider:
 
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # Buddy's own limits apply; the bot sets none of its own
+
+    def on_full(self, make_room: MakeRoom) -> None:
+        pass
 
     async def destroy_id(self, sandbox_id: str) -> None:
         sandbox = self._sandboxes.get(sandbox_id)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.errors import SandboxError, SandboxUnavailable
-from bot.sandbox.base import SandboxInfo, SandboxSpec
+from bot.sandbox.base import MakeRoom, SandboxInfo, SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import cgroups
 from bot.sandbox.local.bwrap import Launcher, check_reachable, kill_containers_of
@@ -51,9 +51,11 @@ class LocalProvider:
         user_namespaces: bool = False,
         max_sandboxes: int | None = None,
         wait_s: float = 120.0,
+        memory_cgroups: Path | None = None,
     ) -> None:
         # network, user_namespaces: see `isolation.static_bwrap_args` (tests only);
-        # max_sandboxes (None: no cap) live at once, a new one waiting up to wait_s (`slots`)
+        # max_sandboxes (None: no cap) live at once, a new one waiting up to wait_s (`slots`);
+        # memory_cgroups: where the sandboxes' memory cgroups go (by default the bot's own)
         self._launcher = Launcher(
             limits, sandbox_uid, network=network, user_namespaces=user_namespaces
         )
@@ -71,7 +73,9 @@ class LocalProvider:
         self._python_kernel = python_kernel  # False: Python runs as a process per call
         self._sandboxes: dict[str, LocalSandbox] = {}
         self.slots = Slots(max_sandboxes, wait_s)
-        self._memory = cgroups.memory_parent() if self._launcher.uids is not None else None
+        self._memory = None
+        if self._launcher.uids is not None:
+            self._memory = memory_cgroups or cgroups.memory_parent()
         if self._memory is None:
             log.info("no memory cgroups here: a local sandbox's memory is capped per process")
         self._cpu = cgroups.cpu_parent() if self._launcher.uids is not None else None
@@ -103,6 +107,9 @@ class LocalProvider:
     def waiting_for_slot(self, session_key: str) -> int:
         return self.slots.holds_back(session_key)
 
+    def on_full(self, make_room: MakeRoom) -> None:
+        self.slots.make_room = make_room
+
     async def attach(self, sandbox_id: str) -> LocalSandbox | None:
         """A sandbox left by an earlier process: its folder is all there is to it."""
         if sandbox_id in self._sandboxes:
@@ -117,7 +124,13 @@ class LocalProvider:
         await self.slots.take()
         sandbox = self._sandbox(sandbox_id, home, attached=True)
         sandbox.uid = uid
-        await self._cgroups(sandbox)
+        try:
+            await self._cgroups(sandbox)
+        except BaseException:  # no sandbox came of it: its slot and cgroups go again
+            self.slots.give_back()
+            for cgroup in sandbox.cgroups:
+                await asyncio.to_thread(cgroups.remove, cgroup)
+            raise
         self._sandboxes[sandbox_id] = sandbox
         return sandbox
 
