@@ -4,8 +4,10 @@ Every live sandbox may run a kernel and detached commands, so the host's CPU, me
 disk are shared by at most this many. A sandbox over the cap first has room made for it:
 the engine stops or deletes the sandbox of a thread with no run going (`make_room`; one
 is freed when a sandbox is destroyed or stopped). Only while every sandbox has a run going
-does it wait for a slot, looking again for room every RETRY_S; if none comes free in time
-it is refused with a message that says why.
+does it wait for a slot, looking again for room every RETRY_S; if no slot at all comes free
+for SANDBOX_WAIT_S it is refused with a message that says why. A queue that moves is no
+reason to refuse: in a burst every slot may be taken by earlier waiters for minutes, yet
+each waiter's turn comes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import MakeRoom
@@ -33,20 +36,20 @@ class Slots:
         self.waiting: list[str] = []  # the sessions whose sandbox waits for a slot now
         self.taken = 0  # slots held by sandboxes now
         self.make_room: MakeRoom = _no_room  # the engine's, once it runs
+        self._last_freed = 0.0  # time.monotonic() when a slot last came free
 
     async def take(self, session_key: str = "") -> None:
         if self._free is None:
             return
         try:
-            await self._acquire(session_key, asyncio.get_running_loop().time() + self.wait_s)
+            await self._acquire(session_key, time.monotonic())
         finally:
             if session_key in self.waiting:
                 self.waiting.remove(session_key)
         self.taken += 1
 
-    async def _acquire(self, session_key: str, deadline: float) -> None:
+    async def _acquire(self, session_key: str, since: float) -> None:
         assert self._free is not None
-        loop = asyncio.get_running_loop()
         while True:
             if not self._free.locked():  # a free slot: taken at once (even with wait_s 0)
                 await self._free.acquire()
@@ -58,7 +61,7 @@ class Slots:
             if session_key not in self.waiting:
                 log.info("all %d sandboxes have runs going: a new one waits for one", self.limit)
                 self.waiting.append(session_key)
-            left = deadline - loop.time()
+            left = max(since, self._last_freed) + self.wait_s - time.monotonic()
             if left <= 0:
                 raise SandboxUnavailable(
                     f"all {self.limit} sandboxes this bot may run at once are in use, and "
@@ -75,4 +78,5 @@ class Slots:
     def give_back(self) -> None:
         if self._free is not None:
             self.taken -= 1
+            self._last_freed = time.monotonic()
             self._free.release()
