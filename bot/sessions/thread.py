@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.agent.events import RunFailed, RunFinished
 from bot.sessions.session import Session
 
 RunResult = RunFinished | RunFailed | None  # None: stopped, interrupted or never started
+MayStop = Callable[[str], Awaitable[bool]]  # whether a stop may cancel this asker's question
 
 
 @dataclass
@@ -20,6 +22,7 @@ class ThreadState:
     current: asyncio.Task[RunResult] | None = None
     run_id: str | None = None
     token: int | None = None  # its fencing token (None: one process alone, nothing to fence)
+    stopping: tuple[str, MayStop] | None = None  # a stop (who, and the check) before a start
 
     @property
     def busy(self) -> bool:
