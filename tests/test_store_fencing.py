@@ -5,11 +5,18 @@ backends (a SQLite file, a private redis-server)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.store import Fenced, Store
+from bot.slack.canvas import ReportCanvases
+from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
+from bot.store import Fenced, SqliteStore, Store
+from tests.fakes.slack.api import FakeSlack
 from tests.test_store import new_store, session
 
 __all__ = ["new_store"]  # the fixture, on both backends
@@ -75,3 +82,28 @@ async def test_these_writes_without_a_token_are_not_checked(new_store: Callable[
         assert (await store.get_session(key)).granted_usd == 2.0  # type: ignore[union-attr]
     finally:
         await store.close()
+
+
+@pytest.mark.usefixtures("no_proxy")
+async def test_a_canvas_id_from_a_replica_the_thread_was_taken_from_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    ref = ThreadRef("T0FAKE001", "C0CHAN001", "1.0")  # a channel of the fake's
+    store = SqliteStore(tmp_path / "canvas.db")
+    await store.open()
+    try:
+        async with FakeSlack() as slack:
+            web = SlackWeb(AsyncWebClient(token=slack.bot_token, base_url=slack.api_url))
+            await store.save_session(session(ref.key))
+            stale = await store.fence(ref.key)
+            current = await store.fence(ref.key)  # the thread changed hands
+            canvases = ReportCanvases(web, store, lambda key: stale)
+            assert await canvases.publish(ref, "# Report\n\nOne figure: 42.\n")
+            kept = (await store.get_session(ref.key)).canvas  # type: ignore[union-attr]
+            owner = ReportCanvases(web, store, lambda key: current)
+            canvas_id = await owner.publish(ref, "# Report\n\nOne figure: 43.\n")
+            now = (await store.get_session(ref.key)).canvas  # type: ignore[union-attr]
+    finally:
+        await store.close()
+    assert kept == ""  # the stale replica's canvas stands in Slack, but its id is not kept
+    assert json.loads(now)["id"] == canvas_id

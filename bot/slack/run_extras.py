@@ -16,7 +16,7 @@ from bot.sessions.events import BudgetSpent, Outputs
 from bot.slack import notes, render
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
-from bot.slack.canvas import ReportCanvases
+from bot.slack.canvas import ReportCanvases, TokenFor
 from bot.slack.results import TABLES_MAX, AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
 from bot.slack.threads import ThreadRef
@@ -38,9 +38,12 @@ class DataSurfaces:
     canvases: ReportCanvases | None
 
     @classmethod
-    def of(cls, web: SlackWeb, store: Store | None) -> DataSurfaces:
-        """Both, learning per workspace; canvas ids kept in `store`."""
-        return cls(ResultsPoster(web, Surfaces()), ReportCanvases(web, store))
+    def of(
+        cls, web: SlackWeb, store: Store | None, token_for: TokenFor = lambda key: None
+    ) -> DataSurfaces:
+        """Both, learning per workspace; canvas ids kept in `store`, written with the
+        thread's fencing token (`token_for`)."""
+        return cls(ResultsPoster(web, Surfaces()), ReportCanvases(web, store, token_for))
 
 
 class RunExtras:
