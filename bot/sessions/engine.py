@@ -253,13 +253,17 @@ class Engine:
             return False
         return thread.current.cancel()
 
+    async def stopped_before_start(self, key: str, by: str) -> None:
+        """Tell the thread a question a front end had not asked yet was stopped."""
+        await self._view_for(key)(RunStopped(by))
+
     def stop_waiting(self, key: str, by: str, may_stop: MayStop) -> bool:
         """A stop that came when no run goes: the run about to start from questions asked
         before it (taken from the queue, or still waiting there) does not start, if
         `may_stop` its asker (it tells anyone it refuses); the thread is told it was stopped.
         False when nothing is on its way here."""
         thread = self._threads.get(key)
-        if thread is None or not thread.busy or thread.running:
+        if thread is None or thread.running or not (thread.starting or thread.waiters):
             return False
         thread.stopping = (by, may_stop)
         return True
@@ -324,12 +328,17 @@ class Engine:
     async def _work(self, key: str, thread: ThreadState) -> None:
         try:
             while self.accepting and (queued := await self._take(key, thread)):
-                question = "\n\n".join(q.question for q in queued)
-                result = await self._run(key, thread, question, queued[-1].user)
-                for q in queued:
-                    waiter = thread.waiters.pop(q.id, None)
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(result)
+                # thread.waiters: the questions still queued; these are on their way
+                taken = [w for q in queued if (w := thread.waiters.pop(q.id, None))]
+                thread.starting, result = True, None
+                try:
+                    question = "\n\n".join(q.question for q in queued)
+                    result = await self._run(key, thread, question, queued[-1].user)
+                finally:
+                    thread.starting = False
+                    for waiter in taken:
+                        if not waiter.done():
+                            waiter.set_result(result)
         except Fenced:
             await self._let_go(key, thread)
         except Exception:
@@ -359,6 +368,7 @@ class Engine:
         if (stopped := await self._stopped_before_start(thread, user)) is not None:
             await view(RunStopped(stopped or None))
             return None
+        thread.starting = False
         run_id = secrets.token_hex(6)
         await self._store.start_run(key, run_id, question, self._clock(), user, token=thread.token)
         self._live_runs.add(run_id)

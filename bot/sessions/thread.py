@@ -23,6 +23,7 @@ class ThreadState:
     run_id: str | None = None
     token: int | None = None  # its fencing token (None: one process alone, nothing to fence)
     stopping: tuple[str, MayStop] | None = None  # a stop (who, and the check) before a start
+    starting: bool = False  # the worker took questions whose run has not started yet
 
     @property
     def busy(self) -> bool:

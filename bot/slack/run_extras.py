@@ -93,8 +93,7 @@ class RunExtras:
     async def budget_spent(self, event: BudgetSpent) -> None:
         """Notes on files held for a run that will not come are posted as they are, then
         the budget's note (a thread's with a Continue button)."""
-        for held in self._agent.claim(self._ref.key) if self._agent else []:
-            await self.say(held.text)
+        await self._unhold()
         if event.scope == "user":
             await self.say(notes.user_budget(event.spent_usd, event.limit_usd))
             return
@@ -103,6 +102,16 @@ class RunExtras:
         await self.say(
             note, render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
         )
+
+    async def stopped_before_start(self, by: str | None) -> None:
+        """A question stopped before its run started: its files' notes, and why no answer."""
+        await self._unhold()
+        await self.say(notes.stopped(by))
+
+    async def _unhold(self) -> None:
+        """Post the notes on files held for a run that will not come, as they are."""
+        for held in self._agent.claim(self._ref.key) if self._agent else []:
+            await self.say(held.text)
 
     async def _show_data(self, found: Found, tables: list[Table]) -> list[dict[str, Any]]:
         """Post the answer's data (its tables, result CSVs, charts, the report's canvas);
