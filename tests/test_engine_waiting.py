@@ -1,18 +1,20 @@
 """The engine with questions waiting: several people's questions run one after another, each
 charged to its asker; the writes around a run (a question queued, a Continue allowance, the
 figures an answer was traced to) are refused once the thread was taken over, and change
-nothing; a stop before the run starts cancels it."""
+nothing; a stop before the run starts cancels it; a run its replica was cut off from is
+asked again by the replica taking the thread over."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
 from bot.agent.events import RunFinished
 from bot.agent.usage import Usage
-from bot.sessions.events import RunStarted, RunStopped
+from bot.sessions.events import RunInterrupted, RunStarted, RunStopped
 from bot.sessions.run import RecordingView
 from bot.store.base import Fenced
 from bot.store.sqlite import SqliteStore
@@ -135,3 +137,49 @@ async def test_a_stop_before_the_run_starts_cancels_it(sandbox_root: Path) -> No
     assert result is None and runs == [] and queued == []
     assert [e.by for e in views.of(RunStopped)] == ["U1"]
     assert views.of(RunStarted) == [] and fake.requests == []
+
+
+async def cut_elsewhere(store: SqliteStore, question: str, run_id: str, **run: object) -> None:
+    """Another replica began a run of the thread and died (or stalled past its lease)."""
+    elsewhere = SqliteStore(store.path)
+    await elsewhere.open()
+    try:
+        if await elsewhere.get_session(KEY) is None:
+            await elsewhere.save_session(session(KEY, sandbox_id=None))
+        token = await elsewhere.fence(KEY)
+        await elsewhere.start_run(KEY, run_id, question, time.time(), "U7", token=token)
+        if run.get("stopped_by"):
+            await elsewhere.request_stop(run_id, str(run["stopped_by"]))
+    finally:
+        await elsewhere.close()
+
+
+async def test_a_run_cut_by_its_replica_is_asked_again_by_the_one_taking_over(
+    sandbox_root: Path,
+) -> None:
+    async with engine_on(sleep_first, sandbox_root) as (engine, views, store, _):
+        await cut_elsewhere(store, "how many rows?", "cut-1")
+        assert await engine.adopt(KEY)  # a run goes here now: the lease is kept
+        async with asyncio.timeout(30):
+            while not [r for r in await store.runs(KEY) if r.outcome == "finished"]:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        cut = await store.get_run("cut-1")
+        runs = [(r.question, r.user, r.outcome) for r in await store.runs(KEY)]
+    assert cut is not None and cut.outcome == "interrupted"
+    assert runs == [("how many rows?", "U7", "finished")]
+    assert [e.why for e in views.of(RunInterrupted)] == ["retried"]
+    assert views.of(RunFinished)[0].answer == "answered: how many rows?"
+
+
+async def test_a_cut_run_is_asked_again_once_and_not_when_stopped(sandbox_root: Path) -> None:
+    async with engine_on(sleep_first, sandbox_root) as (engine, views, store, _):
+        await cut_elsewhere(store, "stop me", "cut-1", stopped_by="U7")
+        assert not await engine.adopt(KEY)  # someone pressed Stop: not asked again
+        await cut_elsewhere(store, "kills replicas", "cut-2")
+        await store.add_turn(KEY, "cut-2", {"input_tokens": 1}, 0.0, time.time())
+        await store.end_run("cut-2", "interrupted", time.time())  # cut once already
+        await cut_elsewhere(store, "kills replicas", "cut-3")
+        assert not await engine.adopt(KEY)  # a question that kills its replica: once only
+        runs = await store.runs(KEY)
+    assert [e.why for e in views.of(RunInterrupted)] == ["restart", "restart"]
+    assert views.of(RunStarted) == [] and [r.run_id for r in runs] == ["cut-2"]

@@ -41,6 +41,7 @@ from bot.sessions.run import (
     refused,
 )
 from bot.sessions.session import Intake, Session
+from bot.sessions.takeover import ask_again, end_cut_runs
 from bot.sessions.thread import MayStop, RunResult, ThreadState
 from bot.store.base import Fenced, FileRecord, RunOutcome, RunRecord, SessionRecord, Store
 
@@ -183,18 +184,23 @@ class Engine:
         if thread is not None:
             await thread.session.close(destroy=destroy)
 
-    async def adopt(self, key: str) -> None:
+    async def adopt(self, key: str) -> bool:
         """This process just took the thread over (with replicas: its lease was free, or
         its owner died): any copy held here is stale, and a run the store still has in
-        flight was cut by its dead owner, so it is ended as interrupted and the thread told.
+        flight was cut by its old owner, so it is ended as interrupted, the thread told,
+        and its question asked again here (True: a run goes; see takeover.ask_again).
         First a new fencing token: from then on the store refuses the writes of any replica
         that still thinks it owns the thread (one paused past its lease, say)."""
         token = self._tokens[key] = await self._store.fence(key)
         await self.close(key, destroy=False)
-        for run in await self._store.runs_in_flight():
-            if run.key == key:
-                await self._store.end_run(run.run_id, "interrupted", self._clock(), token=token)
-                await self._view_for(key)(RunInterrupted("restart"))
+        again = False
+        for run in await end_cut_runs(self._store, key, token, self._clock()):
+            retry = self.accepting and await ask_again(self._store, run, self._clock())
+            await self._view_for(key)(RunInterrupted("retried" if retry else "restart"))
+            if retry:
+                await self.ask(key, run.question, user=run.user)
+            again = again or retry
+        return again
 
     # -- runs --
 

@@ -170,6 +170,8 @@ class SlackRunView:
             case RunInterrupted(why="shutdown"):
                 self.phase = Phase.FAILED
                 await self._run.failed(notes.SHUTDOWN)
+            case RunInterrupted(why="retried"):
+                await self._extras.say(notes.RETRIED)
             case RunInterrupted():
                 await self._extras.say(notes.INTERRUPTED)
             case BudgetSpent():
