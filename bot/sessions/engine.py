@@ -269,10 +269,7 @@ class Engine:
         `may_stop` its asker (it tells anyone it refuses); the thread is told it was stopped.
         False when nothing is on its way here."""
         thread = self._threads.get(key)
-        if thread is None or thread.running or not (thread.starting or thread.waiters):
-            return False
-        thread.stopping = (by, may_stop)
-        return True
+        return thread is not None and thread.stop_waiting(by, may_stop)
 
     async def shutdown(self, grace_s: float) -> list[str]:
         """Stop taking work; running turns get `grace_s` to finish, the rest are interrupted
@@ -371,7 +368,7 @@ class Engine:
         if isinstance(allowance, BudgetSpent):
             await view(allowance)
             return None
-        if (stopped := await self._stopped_before_start(thread, user)) is not None:
+        if (stopped := await thread.stopped_before_start(user)) is not None:
             await view(RunStopped(stopped or None))
             return None
         thread.starting = False
@@ -394,13 +391,6 @@ class Engine:
             thread.current = thread.run_id = None
             thread.last_activity = self._clock()
         return result
-
-    async def _stopped_before_start(self, thread: ThreadState, user: str) -> str | None:
-        """Who stopped this run before it started (if they may stop its asker's), or None."""
-        stopping, thread.stopping = thread.stopping, None
-        if stopping is None or not await stopping[1](user):
-            return None
-        return stopping[0]
 
     async def _let_go(self, key: str, thread: ThreadState | None) -> None:
         """A write for the thread was refused: another replica took it over while this one

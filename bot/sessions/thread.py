@@ -32,3 +32,18 @@ class ThreadState:
     @property
     def running(self) -> bool:
         return self.current is not None and not self.current.done()
+
+    def stop_waiting(self, by: str, may_stop: MayStop) -> bool:
+        """A stop when no run goes: the next run to start (from questions asked before it)
+        is stopped, if `may_stop` its asker. False when no question is on its way."""
+        if self.running or not (self.starting or self.waiters):
+            return False
+        self.stopping = (by, may_stop)
+        return True
+
+    async def stopped_before_start(self, asker: str) -> str | None:
+        """Who stopped the run about to start for `asker` before it did, or None."""
+        stopping, self.stopping = self.stopping, None
+        if stopping is None or not await stopping[1](asker):
+            return None
+        return stopping[0]
