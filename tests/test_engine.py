@@ -1,4 +1,4 @@
-"""The engine on its own: questions joined while a run goes, Stop by run id, Continue
+"""The engine on its own: a person's questions joined while a run goes, Stop by run id, Continue
 allowances and budgets kept in the store, so another engine on the same store sees them."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ async def test_questions_asked_during_a_run_are_joined_into_the_next(sandbox_roo
         first = await engine.ask(KEY, "one", user="U1")
         await views.wait_for(RunStarted)
         second = await engine.ask(KEY, "two", user="U2")
-        third = await engine.ask(KEY, "three", user="U3")
+        third = await engine.ask(KEY, "three", user="U2")  # the same person's: joined
         results = await asyncio.gather(first, second, third)
         calls = await store.tool_calls(KEY)
     assert isinstance(results[0], RunFinished)

@@ -25,7 +25,7 @@ from tests.replicas import Replicas, answers, replicas, script
 from tests.slack_harness import CHANNEL
 from tests.support import Recorder, file_chunks, settings_for
 from tests.test_engine import KEY, engine_on
-from tests.test_replicas import INTERRUPTED, ask, mention, steps
+from tests.test_replicas import RETRIED, ask, mention, steps
 
 LEASE_S = 6  # short, so the frozen replica's lease lapses soon; renewed every 2 s, so the
 # other keeps its own through a 4 s stall of a busy machine
@@ -141,31 +141,33 @@ async def test_a_replica_paused_past_its_lease_writes_nothing_after_the_take_ove
         await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread, connection=owner)
         await r.h.slack.wait_for(lambda: steps(r, thread) >= 2, 30)  # the 4 s step runs
         r.pause(owner)
-        await r.h.wait_for_text(thread, INTERRUPTED, timeout=45)  # the survivor's take-over
+        await r.h.wait_for_text(thread, RETRIED, timeout=45)  # the survivor's take-over
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)  # asked again
         survivor = 1 - owner
         await ask(r, thread, "read", to=survivor)
-        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 3, 60)
         await r.idle()  # the new owner's run ended
         before = await written(r, key)
         r.resume(owner)
         # Its step ends, and with fencing its next write is refused; without, it answers.
         await r.h.slack.wait_for(
-            lambda: STOPPED_HERE in r.log(owner) or len(answers(r, thread)) > 2, 60
+            lambda: STOPPED_HERE in r.log(owner) or len(answers(r, thread)) > 3, 60
         )
         after = await written(r, key)
         await ask(r, thread, "hello", to=owner)  # passed on to the new owner
-        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 3, 60)
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 4, 60)
         stale_log, new_log = r.log(owner), r.log(survivor)
 
     assert after == before  # nothing of the thawed replica landed
     said = answers(r, thread)
-    assert "note before" in said[1]  # the take-over's answer, in the same sandbox
-    assert said[2].endswith("to: hello") and len(said) == 3  # no answer from the stale run
+    assert "slept" in said[1]  # the cut question, answered by the new owner
+    assert "note before" in said[2]  # the take-over's answer, in the same sandbox
+    assert said[3].endswith("to: hello") and len(said) == 4  # no answer from the stale run
     assert stale_log.count(STOPPED_HERE) == 1
     assert STOPPED_HERE not in new_log
     assert "Traceback" not in stale_log
     texts = r.h.texts(thread)
-    assert texts.count(":warning:") == 1 and INTERRUPTED in texts  # told once, by the new owner
+    assert texts.count(":warning:") == 1 and RETRIED in texts  # told once, by the new owner
 
 
 async def only_session_key(r: Replicas) -> str:

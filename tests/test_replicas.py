@@ -12,6 +12,7 @@ from tests.slack_harness import CHANNEL, all_text
 from tests.support import settings_env
 
 INTERRUPTED = "The bot restarted while working on this thread"
+RETRIED = "answering the question again now"
 LEASE_S = 6  # short, so a killed replica's lease lapses soon; renewed every 2 s, so the
 # survivor keeps its own through a 4 s stall of a busy machine
 
@@ -138,13 +139,16 @@ async def test_sigkill_mid_run_then_the_survivor_takes_over(
         await r.h.slack.post_user_message(CHANNEL, "slow", thread_ts=thread, connection=owner)
         await r.h.slack.wait_for(lambda: steps(r, thread) >= 2, 30)  # the slow run's step
         await r.kill(owner)
-        await r.h.wait_for_text(thread, INTERRUPTED, timeout=45)
-        await ask(r, thread, "read")
+        await r.h.wait_for_text(thread, RETRIED, timeout=45)  # and the question asked again
         await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 2, 60)
+        await ask(r, thread, "read")
+        await r.h.slack.wait_for(lambda: len(answers(r, thread)) == 3, 60)
         sandboxes = len(r.h.buddy.sandboxes)
 
-    assert "note before" in answers(r, thread)[-1]  # its files, in its sandbox
-    assert sandboxes == 1
+    said = answers(r, thread)
+    assert "slept" in said[1]  # the cut question, answered by the survivor
+    assert "note before" in said[2]  # its files, in its sandbox
+    assert r.h.texts(thread).count(":warning:") == 1 and sandboxes == 1
 
 
 async def test_sigterm_of_one_replica(sandbox_root: Path, monkeypatch) -> None:

@@ -306,11 +306,17 @@ async def test_questions_queue_in_order_and_are_taken_once(store: Store) -> None
     await store.enqueue("T1:C1:2.0", "elsewhere", "U9", 1.5)
     second = await store.enqueue("T1:C1:1.0", "two", "U2", 2.0)
     assert second > first
+    third = await store.enqueue("T1:C1:1.0", "two more", "U2", 2.5)
+    fourth = await store.enqueue("T1:C1:1.0", "one more", "U1", 2.6)
+    # One run's worth at a time: the oldest question and its asker's right after it.
     taken = await store.take_queued("T1:C1:1.0")
-    assert [(q.question, q.user) for q in taken] == [("one", "U1"), ("two", "U2")]
+    assert [(q.id, q.question, q.user) for q in taken] == [(first, "one", "U1")]
+    taken = await store.take_queued("T1:C1:1.0")
+    assert [(q.id, q.user) for q in taken] == [(second, "U2"), (third, "U2")]
+    assert [q.id for q in await store.take_queued("T1:C1:1.0")] == [fourth]
     assert await store.take_queued("T1:C1:1.0") == []
     # Ids are never reused, even once the queue is empty: callers wait on them.
-    assert await store.enqueue("T1:C1:1.0", "three", "U3", 3.0) > second
+    assert await store.enqueue("T1:C1:1.0", "three", "U3", 3.0) > fourth
     assert [q.question for q in await store.take_queued("T1:C1:2.0")] == ["elsewhere"]
     with pytest.raises(NotFound):
         await store.enqueue("T9:C9:9.0", "x", "U1", 1.0)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bot.agent.clip import clip, last_lines
 from bot.agent.kernel_notes import RESTARTED_AS_ASKED, kernel_note
 from bot.errors import BotError
-from bot.sandbox.base import WORK_DIR, ExecResult, Sandbox
+from bot.sandbox.base import WORK_DIR, CommandState, ExecResult, Sandbox
 from bot.scrub import NO_SECRETS, Scrubber
 
 READ_FILE_MAX_BYTES = 256 * 1024
@@ -147,7 +147,9 @@ class Toolbox:
         self._max_timeout_s = max_timeout_s
         self._output_chars = output_chars
         self._default_wait_s = default_wait_s
-        self._waits: dict[str, int] = {}  # waits so far per command, for the doubling
+        # waits so far per command still running, for the doubling; a command seen ended
+        # (or never there) is dropped, so ids the model makes up do not pile up
+        self._waits: dict[str, int] = {}
 
     async def call(self, name: str, raw_input: Any) -> ToolOutcome:
         """Run one tool call; what it returns has any configured secret scrubbed out."""
@@ -187,12 +189,13 @@ class Toolbox:
                 result = await sandbox.run_code(parsed.language, parsed.code, limit)
                 return self._exec_outcome(result, timeout_s=limit)
             case CheckCommand(kill=True):
+                self._waits.pop(parsed.command_id, None)
                 await sandbox.kill_command(parsed.command_id)
                 state = await sandbox.command_state(parsed.command_id)
                 return self._exec_outcome(state.result, running=state.running)
             case CheckCommand():
                 wait_s = self._wait_s(parsed)
-                state = await sandbox.command_state(parsed.command_id, wait_s)
+                state = await self._waited(sandbox, parsed.command_id, wait_s)
                 result = state.result
                 if state.running and wait_s:
                     said = f"Still running after a wait of {wait_s} s (a wait may last up to "
@@ -209,10 +212,28 @@ class Toolbox:
                 return ToolOutcome(clip(text, self._output_chars), False, "ok", excerpt=excerpt)
         raise AssertionError(f"unhandled tool input {parsed!r}")
 
+    @property
+    def commands_watched(self) -> int:
+        """Running commands whose waits are counted."""
+        return len(self._waits)
+
+    async def _waited(self, sandbox: Sandbox, command_id: str, wait_s: int) -> CommandState:
+        """The command's state after a wait, counted while it still runs."""
+        try:
+            state = await sandbox.command_state(command_id, wait_s)
+        except Exception:  # no such command (an id made up), or the sandbox failed
+            self._waits.pop(command_id, None)
+            raise
+        if state.running:
+            self._waits[command_id] = self._waits.get(command_id, 0) + 1
+        else:
+            self._waits.pop(command_id, None)
+        return state
+
     def _wait_s(self, parsed: CheckCommand) -> int:
         """The wait asked for, or the default: doubling per wait, so a long job costs a
         handful of turns and a short one is seen as soon as it ends."""
-        waits = self._waits[parsed.command_id] = self._waits.get(parsed.command_id, 0) + 1
+        waits = self._waits.get(parsed.command_id, 0) + 1
         if parsed.wait_s is not None:
             return min(parsed.wait_s, self._max_timeout_s)
         return min(self._default_wait_s << min(waits - 1, 16), self._max_timeout_s)

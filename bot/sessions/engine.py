@@ -1,8 +1,10 @@
 """The engine: one thread of work per key, from question to outcome, for every front end.
 
-A front end hands it questions (`ask`), Stop clicks (`stop`) and Continue clicks
-(`continue_run`), and renders what the engine reports through the view it gave for the
-thread. Questions wait in the store while a run goes, and are joined into the next run.
+A front end hands it questions (`ask`), Stop clicks (`stop`, or `stop_waiting` before a
+run starts) and Continue clicks (`continue_run`), and renders what the engine reports
+through the view it gave for the thread. Questions wait in the store while a run goes; the
+next run takes the oldest with those right after it from the same person (joined), so each
+run is one asker's, and charged to them.
 What a restart or another process needs (sessions, history, files, runs, who stopped a run,
 Continue allowances, waiting questions) is in the store; this process keeps only its tasks.
 """
@@ -16,16 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.agent.events import RunFinished
 from bot.agent.prompt import DataFile
 from bot.datacard import DataCard
 from bot.sessions.budget import Budgets
 from bot.sessions.events import (
     BudgetSpent,
     Observer,
-    OutputsReady,
     RunInterrupted,
-    RunStarted,
     RunStopped,
     ViewFor,
 )
@@ -33,9 +32,17 @@ from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
 from bot.sessions.lifecycle import Claim, IdleAction, Lifecycle, Release
 from bot.sessions.retry import Backoff
-from bot.sessions.run import RecordingView, ask_watching_sandbox, failure, observed
+from bot.sessions.run import (
+    RecordingView,
+    end_run,
+    execute,
+    observed,
+    outcome_of,
+    refused,
+)
 from bot.sessions.session import Intake, Session
-from bot.sessions.thread import RunResult, ThreadState
+from bot.sessions.takeover import ask_again, end_cut_runs
+from bot.sessions.thread import MayStop, RunResult, ThreadState
 from bot.store.base import Fenced, FileRecord, RunOutcome, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
@@ -177,28 +184,45 @@ class Engine:
         if thread is not None:
             await thread.session.close(destroy=destroy)
 
-    async def adopt(self, key: str) -> None:
+    async def adopt(self, key: str) -> bool:
         """This process just took the thread over (with replicas: its lease was free, or
         its owner died): any copy held here is stale, and a run the store still has in
-        flight was cut by its dead owner, so it is ended as interrupted and the thread told.
+        flight was cut by its old owner, so it is ended as interrupted, the thread told,
+        and its question asked again here (True: a run goes; see takeover.ask_again).
         First a new fencing token: from then on the store refuses the writes of any replica
         that still thinks it owns the thread (one paused past its lease, say)."""
         token = self._tokens[key] = await self._store.fence(key)
         await self.close(key, destroy=False)
-        for run in await self._store.runs_in_flight():
-            if run.key == key:
-                await self._store.end_run(run.run_id, "interrupted", self._clock(), token=token)
-                await self._view_for(key)(RunInterrupted("restart"))
+        again = False
+        for run in await end_cut_runs(self._store, key, token, self._clock()):
+            retry = self.accepting and await ask_again(self._store, run, self._clock())
+            await self._view_for(key)(RunInterrupted("retried" if retry else "restart"))
+            if retry:
+                await self.ask(key, run.question, user=run.user)
+            again = again or retry
+        return again
 
     # -- runs --
+
+    def token(self, key: str) -> int | None:
+        """The fencing token this process's writes for the thread carry (None: unfenced)."""
+        thread = self._threads.get(key)
+        return thread.token if thread is not None else self._tokens.get(key)
 
     async def ask(
         self, key: str, question: str, *, user: str, repo_url: str | None = None
     ) -> asyncio.Future[RunResult]:
-        """Queue a question; it runs (joined with any others waiting) once the thread is free.
-        The future resolves with the outcome of the run that answered it."""
+        """Queue a question; it runs (joined with the same person's others waiting) once the
+        thread is free. The future resolves with the outcome of the run that answered it.
+        Fenced: the thread was taken over meanwhile (this copy is dropped; ask its owner)."""
         thread = await self._thread(key, repo_url)
-        queued_id = await self._store.enqueue(key, question, user, self._clock())
+        try:
+            queued_id = await self._store.enqueue(
+                key, question, user, self._clock(), token=thread.token
+            )
+        except Fenced:
+            await self._let_go(key, thread)
+            raise
         waiter = thread.waiters[queued_id] = asyncio.get_running_loop().create_future()
         if not thread.busy:
             thread.worker = asyncio.create_task(self._work(key, thread))
@@ -212,9 +236,15 @@ class Engine:
         nothing was granted (used before, unknown thread, shutting down)."""
         if not self.accepting or not await self.knows(key):
             return None
-        if not await self._store.grant_once(key, grant_id, self._budgets.run_usd):
-            return None
-        return await self.ask(key, CONTINUE_QUESTION, user=user)
+        thread = self._threads.get(key)
+        try:
+            granted = await self._store.grant_once(
+                key, grant_id, self._budgets.run_usd, token=self.token(key)
+            )
+        except Fenced:
+            await self._let_go(key, thread)
+            raise
+        return await self.ask(key, CONTINUE_QUESTION, user=user) if granted else None
 
     def running(self, key: str) -> str | None:
         """The id of the run going in the thread in this process, or None."""
@@ -228,6 +258,18 @@ class Engine:
         if thread is None or thread.run_id != run_id or thread.current is None:
             return False
         return thread.current.cancel()
+
+    async def stopped_before_start(self, key: str, by: str) -> None:
+        """Tell the thread a question a front end had not asked yet was stopped."""
+        await self._view_for(key)(RunStopped(by))
+
+    def stop_waiting(self, key: str, by: str, may_stop: MayStop) -> bool:
+        """A stop that came when no run goes: the run about to start from questions asked
+        before it (taken from the queue, or still waiting there) does not start, if
+        `may_stop` its asker (it tells anyone it refuses); the thread is told it was stopped.
+        False when nothing is on its way here."""
+        thread = self._threads.get(key)
+        return thread is not None and thread.stop_waiting(by, may_stop)
 
     async def shutdown(self, grace_s: float) -> list[str]:
         """Stop taking work; running turns get `grace_s` to finish, the rest are interrupted
@@ -289,17 +331,23 @@ class Engine:
     async def _work(self, key: str, thread: ThreadState) -> None:
         try:
             while self.accepting and (queued := await self._take(key, thread)):
-                question = "\n\n".join(q.question for q in queued)
-                result = await self._run(key, thread, question, queued[-1].user)
-                for q in queued:
-                    waiter = thread.waiters.pop(q.id, None)
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(result)
+                # thread.waiters: the questions still queued; these are on their way
+                taken = [w for q in queued if (w := thread.waiters.pop(q.id, None))]
+                thread.starting, result = True, None
+                try:
+                    question = "\n\n".join(q.question for q in queued)
+                    result = await self._run(key, thread, question, queued[-1].user)
+                finally:
+                    thread.starting = False
+                    for waiter in taken:
+                        if not waiter.done():
+                            waiter.set_result(result)
         except Fenced:
             await self._let_go(key, thread)
         except Exception:
             log.exception("the worker of %s failed", key)
         finally:
+            thread.stopping = None  # a stop counts for questions asked before it
             for waiter in thread.waiters.values():
                 if not waiter.done():
                     waiter.set_result(None)
@@ -320,6 +368,10 @@ class Engine:
         if isinstance(allowance, BudgetSpent):
             await view(allowance)
             return None
+        if (stopped := await thread.stopped_before_start(user)) is not None:
+            await view(RunStopped(stopped or None))
+            return None
+        thread.starting = False
         run_id = secrets.token_hex(6)
         await self._store.start_run(key, run_id, question, self._clock(), user, token=thread.token)
         self._live_runs.add(run_id)
@@ -327,12 +379,12 @@ class Engine:
         thread.run_id = run_id
         try:
             thread.current = asyncio.create_task(
-                self._execute(thread.session, question, recorded, allowance, run_id, user)
+                execute(thread.session, question, recorded, allowance, run_id, user, self)
             )
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
-            if _refused(thread.current):  # its new owner ends the run: nothing to write here
+            if refused(thread.current):  # its new owner ends the run: nothing to write here
                 raise thread.current.exception()  # type: ignore[misc]
-            result, outcome = _outcome(thread.current, self.accepting)
+            result, outcome = outcome_of(thread.current, self.accepting)
             await self._end_run(run_id, outcome, thread.token)
         finally:
             self._live_runs.discard(run_id)
@@ -340,71 +392,17 @@ class Engine:
             thread.last_activity = self._clock()
         return result
 
-    async def _let_go(self, key: str, thread: ThreadState) -> None:
+    async def _let_go(self, key: str, thread: ThreadState | None) -> None:
         """A write for the thread was refused: another replica took it over while this one
         was cut off (paused, or away from Redis, past its lease). Its run stops here without
         a word to the thread (the new owner tells it), and this stale copy is dropped."""
         log.warning("thread %s: taken over by another replica; stopping here", key)
-        if self._tokens.get(key) == thread.token:
-            del self._tokens[key]
-        await self._lifecycle.drop_stale(key, thread)
+        token = thread.token if thread is not None else self._tokens.get(key)
+        if self._tokens.get(key) == token:
+            self._tokens.pop(key, None)
+        if thread is not None:
+            await self._lifecycle.drop_stale(key, thread)
         await self._lifecycle.release(key)  # if the lease is still ours (not likely)
 
     async def _end_run(self, run_id: str, outcome: RunOutcome, token: int | None) -> None:
-        """Record the run's end, retried through a store blip. If it still cannot be written
-        the run stays in flight in the store; the reaper ends it (no task holds it here)."""
-        for delay in self._end_retry.delays():
-            try:
-                await self._store.end_run(run_id, outcome, self._clock(), token=token)
-                return
-            except Fenced:
-                raise
-            except Exception as exc:  # the store's own and its driver's errors alike
-                if delay is None:
-                    log.error("could not record the end of run %s: %s", run_id, exc)
-                    return
-                log.warning("recording the end of run %s failed, retrying: %s", run_id, exc)
-                await asyncio.sleep(delay)
-
-    async def _execute(
-        self,
-        session: Session,
-        question: str,
-        view: RecordingView,
-        budget: float,
-        run_id: str,
-        user: str,
-    ) -> RunResult:
-        await view(RunStarted(run_id, question, budget, user))
-        try:
-            result = await ask_watching_sandbox(session, question, view, budget)
-            await view(OutputsReady(session.outputs))
-            return result
-        except Fenced:
-            raise  # not a failure to tell: the thread is another replica's now
-        except asyncio.CancelledError:
-            if self.accepting:
-                run = await self._store.get_run(run_id)
-                await view(RunStopped(run.stopped_by if run else None))
-            else:
-                await view(RunInterrupted("shutdown"))
-            raise
-        except Exception as exc:
-            failed = failure(exc)
-            await view(failed)
-            return failed
-
-
-def _refused(task: asyncio.Task[RunResult]) -> bool:
-    """Whether the run ended on a write the store refused (its thread was taken over)."""
-    return not task.cancelled() and isinstance(task.exception(), Fenced)
-
-
-def _outcome(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResult, RunOutcome]:
-    if task.cancelled():
-        return None, "stopped" if accepting else "interrupted"
-    if task.exception():
-        log.error("a run failed", exc_info=task.exception())
-        return None, "failed"
-    result = task.result()
-    return result, "finished" if isinstance(result, RunFinished) else "failed"
+        await end_run(self._store, run_id, outcome, token, self._end_retry, self._clock)

@@ -39,8 +39,9 @@ class RunStopped:
 
 @dataclass(frozen=True)
 class RunInterrupted:
-    # shutdown: this process is stopping; restart: a crash cut the run off before a start.
-    why: Literal["shutdown", "restart"]
+    # shutdown: this process is stopping; restart: a crash cut the run off before a start;
+    # retried: another replica cut it off, and its question is asked again here.
+    why: Literal["shutdown", "restart", "retried"]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from bot.agent.events import (
     Event,
@@ -19,9 +19,20 @@ from bot.agent.events import (
 )
 from bot.agent.usage import Usage
 from bot.errors import BotError, SandboxError
-from bot.sessions.events import Observer, RunView, SessionEvent, ViewFor
+from bot.sessions.events import (
+    Observer,
+    OutputsReady,
+    RunInterrupted,
+    RunStarted,
+    RunStopped,
+    RunView,
+    SessionEvent,
+    ViewFor,
+)
+from bot.sessions.retry import Backoff
 from bot.sessions.session import Session
-from bot.store.base import Fenced, Store, ToolCallRecord
+from bot.sessions.thread import RunResult
+from bot.store.base import Fenced, RunOutcome, Store, ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +74,41 @@ async def ask_watching_sandbox(
             ready.exception()  # seen here; the run reports it, or the tools did
 
 
+class Accepting(Protocol):
+    accepting: bool  # False once shutting down
+
+
+async def execute(
+    session: Session,
+    question: str,
+    view: RecordingView,
+    budget: float,
+    run_id: str,
+    user: str,
+    engine: Accepting,
+) -> RunResult:
+    """One run, from its start to its answer or failure, told to `view`; cancelled by a
+    Stop (or a shutdown, when the engine no longer accepts work)."""
+    await view(RunStarted(run_id, question, budget, user))
+    try:
+        result = await ask_watching_sandbox(session, question, view, budget)
+        await view(OutputsReady(session.outputs))
+        return result
+    except Fenced:
+        raise  # not a failure to tell: the thread is another replica's now
+    except asyncio.CancelledError:
+        if engine.accepting:
+            run = await view.store.get_run(run_id)
+            await view(RunStopped(run.stopped_by if run else None))
+        else:
+            await view(RunInterrupted("shutdown"))
+        raise
+    except Exception as exc:
+        failed = failure(exc)
+        await view(failed)
+        return failed
+
+
 class ObservedView:
     """A view whose events an observer hears first (metrics count; they do not show)."""
 
@@ -86,7 +132,7 @@ class RecordingView:
     def __init__(
         self, store: Store, key: str, run_id: str, view: RunView, token: int | None = None
     ) -> None:
-        self._store, self._key, self._run_id, self._view = store, key, run_id, view
+        self.store, self._key, self._run_id, self._view = store, key, run_id, view
         self._token = token  # the thread's fencing token: a stale one stops the run here
 
     async def __call__(self, event: SessionEvent) -> None:
@@ -96,12 +142,12 @@ class RecordingView:
     async def _record(self, event: Event | SessionEvent) -> None:
         match event:
             case ModelTurn():
-                await self._store.add_turn(
+                await self.store.add_turn(
                     self._key, self._run_id, event.usage.to_dict(), event.cost_usd,
                     time.time(), token=self._token, window_tokens=event.window,
                 )  # fmt: skip
             case ToolCallFinished():
-                await self._store.add_tool_call(self._key, ToolCallRecord(
+                await self.store.add_tool_call(self._key, ToolCallRecord(
                     self._run_id, event.call_id, event.tool, event.language, event.code,
                     event.status, event.exit_code, event.duration_s, event.excerpt, time.time(),
                 ), token=self._token)  # fmt: skip
@@ -113,7 +159,8 @@ class RecordingView:
         shown (its Show work button reads them); a store that fails here costs the record,
         not the run."""
         try:
-            await self._store.record_figures(self._run_id, figure_records(event))
+            records = figure_records(event)
+            await self.store.record_figures(self._run_id, records, token=self._token)
         except Fenced:
             raise
         except Exception as exc:
@@ -133,3 +180,42 @@ def figure_records(result: RunFinished) -> list[dict[str, Any]]:
         }
         for item in result.figures
     ]
+
+
+async def end_run(
+    store: Store,
+    run_id: str,
+    outcome: RunOutcome,
+    token: int | None,
+    retry: Backoff,
+    clock: Callable[[], float],
+) -> None:
+    """Record the run's end, retried through a store blip. If it still cannot be written
+    the run stays in flight in the store; the reaper ends it (no task holds it here)."""
+    for delay in retry.delays():
+        try:
+            await store.end_run(run_id, outcome, clock(), token=token)
+            return
+        except Fenced:
+            raise
+        except Exception as exc:  # the store's own and its driver's errors alike
+            if delay is None:
+                log.error("could not record the end of run %s: %s", run_id, exc)
+                return
+            log.warning("recording the end of run %s failed, retrying: %s", run_id, exc)
+            await asyncio.sleep(delay)
+
+
+def refused(task: asyncio.Task[RunResult]) -> bool:
+    """Whether the run ended on a write the store refused (its thread was taken over)."""
+    return not task.cancelled() and isinstance(task.exception(), Fenced)
+
+
+def outcome_of(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResult, RunOutcome]:
+    if task.cancelled():
+        return None, "stopped" if accepting else "interrupted"
+    if task.exception():
+        log.error("a run failed", exc_info=task.exception())
+        return None, "failed"
+    result = task.result()
+    return result, "finished" if isinstance(result, RunFinished) else "failed"

@@ -1,8 +1,9 @@
 """With replicas: runs whose replica died. A run is in flight in the store while its
-thread's lease lapsed (the replica running it was killed); the replica that takes the
-thread over records the run as interrupted and tells the thread, whose next message is
-then answered here with its history, files and sandbox. One replica looks at a time.
-Ending the cut runs is the engine's `adopt`, as for a thread taken over at its next event."""
+thread's lease lapsed (the replica running it was killed, or stalled past its lease); the
+replica that takes the thread over records the run as interrupted, tells the thread, and
+asks its question again, with the thread's history, files and sandbox (`ask_again` says
+when not). One replica looks at a time. Ending the cut runs is the engine's `adopt`, as for
+a thread taken over at its next event."""
 
 from __future__ import annotations
 
@@ -11,12 +12,31 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bot.coord.base import Coordinator
-from bot.store.base import Store
+from bot.store.base import RunRecord, Store
 
 log = logging.getLogger(__name__)
 
-Adopt = Callable[[str], Awaitable[None]]  # Engine.adopt: a thread taken over
+Adopt = Callable[[str], Awaitable[bool]]  # Engine.adopt: a thread taken over; True: a run goes
 PASSES_PER_LEASE = 3  # with a 15 s lease: a dead replica's run is told within about 20 s
+ASK_AGAIN_WITHIN_S = 3600.0  # an older question cut off (all replicas down a while) is not
+
+
+async def end_cut_runs(store: Store, key: str, token: int, now: float) -> list[RunRecord]:
+    """End the thread's runs still in flight (their replica is gone) as interrupted."""
+    cut = [run for run in await store.runs_in_flight() if run.key == key]
+    for run in cut:
+        await store.end_run(run.run_id, "interrupted", now, token=token)
+    return cut
+
+
+async def ask_again(store: Store, run: RunRecord, now: float) -> bool:
+    """Whether a cut run's question is asked again: not if someone stopped it, if it is
+    old, or if it was cut once before (a question that takes its replica down is not
+    retried from replica to replica)."""
+    if run.stopped_by or now - run.started_at > ASK_AGAIN_WITHIN_S:
+        return False
+    earlier = [r for r in await store.runs(run.key) if r.run_id != run.run_id]
+    return not any(r.outcome == "interrupted" and r.question == run.question for r in earlier)
 
 
 async def take_over(store: Store, coord: Coordinator, adopt: Adopt) -> list[str]:
@@ -28,11 +48,13 @@ async def take_over(store: Store, coord: Coordinator, adopt: Adopt) -> list[str]
         _, taken = await coord.claim(key)
         if not taken:
             continue  # owned (here or by another replica): the run goes on there
+        running = False
         try:
-            await adopt(key)
+            running = await adopt(key)
             taken_over.append(key)
         finally:
-            await coord.release(key)
+            if not running:  # else it is let go once the thread goes quiet, as any other
+                await coord.release(key)
     return taken_over
 
 

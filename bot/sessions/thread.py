@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.agent.events import RunFailed, RunFinished
 from bot.sessions.session import Session
 
 RunResult = RunFinished | RunFailed | None  # None: stopped, interrupted or never started
+MayStop = Callable[[str], Awaitable[bool]]  # whether a stop may cancel this asker's question
 
 
 @dataclass
@@ -20,6 +22,8 @@ class ThreadState:
     current: asyncio.Task[RunResult] | None = None
     run_id: str | None = None
     token: int | None = None  # its fencing token (None: one process alone, nothing to fence)
+    stopping: tuple[str, MayStop] | None = None  # a stop (who, and the check) before a start
+    starting: bool = False  # the worker took questions whose run has not started yet
 
     @property
     def busy(self) -> bool:
@@ -28,3 +32,18 @@ class ThreadState:
     @property
     def running(self) -> bool:
         return self.current is not None and not self.current.done()
+
+    def stop_waiting(self, by: str, may_stop: MayStop) -> bool:
+        """A stop when no run goes: the next run to start (from questions asked before it)
+        is stopped, if `may_stop` its asker. False when no question is on its way."""
+        if self.running or not (self.starting or self.waiters):
+            return False
+        self.stopping = (by, may_stop)
+        return True
+
+    async def stopped_before_start(self, asker: str) -> str | None:
+        """Who stopped the run about to start for `asker` before it did, or None."""
+        stopping, self.stopping = self.stopping, None
+        if stopping is None or not await stopping[1](asker):
+            return None
+        return stopping[0]

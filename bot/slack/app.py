@@ -210,7 +210,8 @@ async def serve(
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
     agent = AgentThreads(web) if settings.slack_ui == "agent" else None
-    data = DataSurfaces.of(web, store)
+    # The engine, made below from these views, holds each thread's fencing token.
+    data = DataSurfaces.of(web, store, lambda key: engine.token(key))
     sessions = AgentSessions(web)  # in either style: the session's stop button is Slack's
     view_for = views(web, settings.max_cost_usd_per_run, agent=agent, sessions=sessions, data=data)
 

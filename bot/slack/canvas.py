@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 
 from bot.slack import render_canvas
 from bot.slack.threads import ThreadRef
@@ -35,9 +36,16 @@ NO_CANVASES = frozenset(
 GONE = frozenset({"canvas_not_found", "canvas_deleted"})  # someone deleted it: a new one
 
 
+TokenFor = Callable[[str], int | None]  # the fencing token a thread's writes carry here
+
+
 class ReportCanvases:
-    def __init__(self, web: SlackWeb, store: Store | None) -> None:
-        self._web, self._store = web, store
+    def __init__(
+        self, web: SlackWeb, store: Store | None, token_for: TokenFor = lambda key: None
+    ) -> None:
+        """`token_for`: the engine's token for a thread, so that a replica the thread was
+        taken from cannot overwrite the canvas id its new owner keeps."""
+        self._web, self._store, self._token_for = web, store, token_for
         self._without: set[str] = set()  # teams whose workspace gives the bot no canvases
 
     async def publish(self, ref: ThreadRef, report: str) -> str | None:
@@ -109,6 +117,7 @@ class ReportCanvases:
         if self._store is None:
             return
         try:
-            await self._store.update_session(key, canvas=json.dumps(canvas))
+            token = self._token_for(key)
+            await self._store.update_session(key, canvas=json.dumps(canvas), token=token)
         except Exception as exc:  # the canvas stands; a later report makes another
             log.warning("could not keep thread %s's canvas id: %s", key, exc)

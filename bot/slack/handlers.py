@@ -63,6 +63,9 @@ class SlackListeners:
         self.analyses = Analyses(engine, web, policy)
         # Show work and Notebook, from the store (and the thread's charts, for the notebook)
         self.work = WorkButtons(web, store, policy, files)
+        # Questions being taken in (their files fetched) before they are asked: (key, message
+        # ts) -> (who asked, who stopped it before its run started: "" for nobody yet)
+        self._arriving: dict[tuple[str, str], tuple[str, str]] = {}
 
     # -- Slack inputs --
 
@@ -141,14 +144,29 @@ class SlackListeners:
 
     async def _session_stop(self, ref: ThreadRef, user: str) -> None:
         run_id = self.engine.running(ref.key)
-        if run_id is None:  # it ended as the stop was pressed, say
-            log.info("a stop on the agent session of %s, where no run goes: ignored", ref.key)
+        if run_id is None:
+            if not await self._stop_before_start(ref, user):  # it ended as the stop came, say
+                log.info("a stop on the agent session of %s, where no run goes: ignored", ref.key)
             return
         run = await self.store.get_run(run_id) if self.store else None
         refusal = self.policy.stop_refusal(ref.channel, user, run.user if run else "")
         if not await self._turned_away(ref.channel, user, ref.ts, refusal):
             log.info("run %s stopped from its agent session in Slack", run_id)
             await self.engine.stop(run_id, user)
+
+    async def _stop_before_start(self, ref: ThreadRef, user: str) -> bool:
+        """A stop before the run starts: the questions on their way (taken in here, or
+        waiting for their run in the engine) are cancelled, if `user` may stop them."""
+
+        async def may_stop(asker: str) -> bool:
+            refusal = self.policy.stop_refusal(ref.channel, user, asker)
+            return not await self._turned_away(ref.channel, user, ref.ts, refusal)
+
+        arriving = [item for item in self._arriving.items() if item[0][0] == ref.key]
+        for (key, ts), (asker, _) in arriving:
+            if await may_stop(asker) and (key, ts) in self._arriving:
+                self._arriving[key, ts] = (asker, user)
+        return self.engine.stop_waiting(ref.key, user, may_stop) or bool(arriving)
 
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
@@ -249,6 +267,17 @@ class SlackListeners:
             await self.engine.open(ref.key, start=False)
             await self.web.post(ref.channel, ref.ts, notes.WHAT_NEXT)
             return
+        arriving = (ref.key, event.get("ts", ""))
+        if question:  # a stop may cancel it before its run starts
+            self._arriving[arriving] = (event.get("user", ""), "")
+        try:
+            await self._take_in(ref, event, question, files)
+        finally:
+            self._arriving.pop(arriving, None)
+
+    async def _take_in(
+        self, ref: ThreadRef, event: dict[str, Any], question: str, files: list
+    ) -> None:
         agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
@@ -260,7 +289,10 @@ class SlackListeners:
         else:
             for note in taken:
                 await self.web.post(ref.channel, ref.ts, note.text)
-        if question:
+        _, stopped_by = self._arriving.get((ref.key, event.get("ts", "")), ("", ""))
+        if question and stopped_by:
+            await self.engine.stopped_before_start(ref.key, stopped_by)
+        elif question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
 
     async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list) -> bool:

@@ -20,6 +20,10 @@ SHUTDOWN = (
     "The bot is restarting, so this run was interrupted. Reply here (for example "
     '"continue") in a minute to pick it up; the conversation and files are kept.'
 )
+RETRIED = (
+    ":warning: The bot restarted while working on this thread, so that work was "
+    "interrupted; answering the question again now (the conversation and files are kept)."
+)
 INTERRUPTED = (
     ":warning: The bot restarted while working on this thread, so that work was "
     'interrupted. Reply here (for example "continue") to pick it up; the conversation '

@@ -18,7 +18,7 @@ from bot.slack import notes, render
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.answer_files import REPORT, Found, collect, csv_tables
-from bot.slack.canvas import ReportCanvases
+from bot.slack.canvas import ReportCanvases, TokenFor
 from bot.slack.chart_files import ChartFiles
 from bot.slack.results import AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
@@ -37,9 +37,13 @@ class DataSurfaces:
     charts: ChartFiles | None = None  # the ids of the charts shared, for the notebook
 
     @classmethod
-    def of(cls, web: SlackWeb, store: Store | None) -> DataSurfaces:
-        """Both, learning per workspace; canvas and chart ids kept in `store`."""
-        return cls(ResultsPoster(web, Surfaces()), ReportCanvases(web, store), ChartFiles(store))
+    def of(
+        cls, web: SlackWeb, store: Store | None, token_for: TokenFor = lambda key: None
+    ) -> DataSurfaces:
+        """Both, learning per workspace; canvas and chart ids kept in `store`, the canvas's
+        written with the thread's fencing token (`token_for`)."""
+        canvases = ReportCanvases(web, store, token_for)
+        return cls(ResultsPoster(web, Surfaces()), canvases, ChartFiles(store))
 
 
 class RunExtras:
@@ -100,8 +104,7 @@ class RunExtras:
     async def budget_spent(self, event: BudgetSpent) -> None:
         """Notes on files held for a run that will not come are posted as they are, then
         the budget's note (a thread's with a Continue button)."""
-        for held in self._agent.claim(self._ref.key) if self._agent else []:
-            await self.say(held.text)
+        await self._unhold()
         if event.scope == "user":
             await self.say(notes.user_budget(event.spent_usd, event.limit_usd))
             return
@@ -110,6 +113,16 @@ class RunExtras:
         await self.say(
             note, render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
         )
+
+    async def stopped_before_start(self, by: str | None) -> None:
+        """A question stopped before its run started: its files' notes, and why no answer."""
+        await self._unhold()
+        await self.say(notes.stopped(by))
+
+    async def _unhold(self) -> None:
+        """Post the notes on files held for a run that will not come, as they are."""
+        for held in self._agent.claim(self._ref.key) if self._agent else []:
+            await self.say(held.text)
 
     async def _show_data(self, found: Found | None, tables: list[Table]) -> list[dict[str, Any]]:
         """Post the answer's data (its tables, result CSVs, charts, the report's canvas);

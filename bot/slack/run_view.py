@@ -161,12 +161,17 @@ class SlackRunView:
                 await self._begin(event)
             case OutputsReady():
                 await self._extras.outputs(event.files, self._streamed)
+            case RunStopped() if self._style is None:  # stopped before its run started
+                self.phase = Phase.STOPPED
+                await self._extras.stopped_before_start(event.by)
             case RunStopped():
                 self.phase = Phase.STOPPED
                 await self._run.stopped(event.by)
             case RunInterrupted(why="shutdown"):
                 self.phase = Phase.FAILED
                 await self._run.failed(notes.SHUTDOWN)
+            case RunInterrupted(why="retried"):
+                await self._extras.say(notes.RETRIED)
             case RunInterrupted():
                 await self._extras.say(notes.INTERRUPTED)
             case BudgetSpent():

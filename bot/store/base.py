@@ -140,8 +140,8 @@ class Store(Protocol):
     Fencing: the writes a thread's owner makes for it take a `token` from `fence`. A token
     older than the thread's newest is refused (Fenced) in the same step as the write, so a
     replica that lost the thread while paused cannot overwrite its new owner's work.
-    `token=None` is not checked: one process alone, and inputs any replica may record
-    (questions, Continue allowances, Stop clicks, feedback)."""
+    `token=None` is not checked: one process alone, and inputs any replica may record (Stop
+    clicks, feedback)."""
 
     async def open(self) -> None:
         """Connect, and create or upgrade the schema."""
@@ -194,21 +194,26 @@ class Store(Protocol):
         """The conversation, or [] when none was saved."""
         ...
 
-    async def grant(self, key: str, usd: float) -> None:
+    async def grant(self, key: str, usd: float, *, token: int | None = None) -> None:
         """Add a Continue allowance to the session's budget."""
         ...
 
-    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
+    async def grant_once(
+        self, key: str, grant_id: str, usd: float, *, token: int | None = None
+    ) -> bool:
         """`grant`, only the first time `grant_id` (one Continue button) is used: True if
         this call granted it. Atomic, so racing clicks or replicas grant it once."""
         ...
 
-    async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
+    async def enqueue(
+        self, key: str, question: str, user: str, at: float, *, token: int | None = None
+    ) -> int:
         """Queue a question for the session's next run; returns its id."""
         ...
 
     async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
-        """Remove and return the session's waiting questions, the oldest first."""
+        """Remove and return one run's worth of the session's waiting questions: the oldest,
+        with those right after it from the same asker, the oldest first."""
         ...
 
     async def add_file(self, key: str, file: FileRecord, *, token: int | None = None) -> None: ...
@@ -240,9 +245,11 @@ class Store(Protocol):
         """The session's runs that reached the model (a turn recorded), oldest first."""
         ...
 
-    async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
+    async def record_figures(
+        self, run_id: str, figures: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
         """Keep with the run what its answer's figures were traced to (JSON objects);
-        NotFound if there is no such run."""
+        NotFound if there is no such run. The token is checked against the run's thread."""
         ...
 
     async def request_stop(self, run_id: str, by: str) -> RunRecord | None:

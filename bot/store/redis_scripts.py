@@ -95,16 +95,27 @@ end
 return 1
 """
 
-# KEYS: the thread's queue. Returns and removes its entries.
+# KEYS: the thread's queue (entries in id order). Returns and removes the oldest entry and
+# those right after it from the same asker (an entry is [id, question, user, at]).
 TAKE_QUEUED = """
 local entries = redis.call('LRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1])
-return entries
+local taken, asker = {}, entries[1] and cjson.decode(entries[1])[3]
+for _, entry in ipairs(entries) do
+    if cjson.decode(entry)[3] ~= asker then break end
+    taken[#taken + 1] = entry
+end
+redis.call('LTRIM', KEYS[1], #taken, -1)
+return taken
 """
 
-# KEYS: the run's hash. ARGV: its figures (JSON).
+# KEYS: the run's hash. ARGV: its figures (JSON), the key prefix, the writer's token ('' for
+# none). The fence is the run's thread's, as in END_RUN.
 RECORD_FIGURES = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
+local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
+if ARGV[3] ~= '' and redis.call('GET', ARGV[2] .. 'fence:' .. key) ~= ARGV[3] then
+    return redis.error_reply('FENCED thread taken over: token ' .. ARGV[3] .. ' is stale')
+end
 return redis.call('HSET', KEYS[1], 'figures', ARGV[1])
 """
 
@@ -158,12 +169,16 @@ local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
 return redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
 """
 
-# The writes a thread's owner makes for it; END_RUN checks its run's fence itself.
+# The writes a thread's owner makes for it; END_RUN and RECORD_FIGURES check their run's
+# fence themselves.
 FENCED = frozenset(
     {
         "WRITE_FOR_SESSION",
         "SAVE_HISTORY",
         "UPDATE_SESSION",
+        "GRANT",
+        "GRANT_ONCE",
+        "ENQUEUE",
         "START_RUN",
         "TAKE_QUEUED",
         "ADD_TURN",

@@ -162,25 +162,32 @@ class RedisStore:
         records = [r for fields in found if (r := codec.run_from(fields))]
         return sorted(records, key=lambda r: (r.started_at, r.run_id))
 
-    async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
-        await self._script("RECORD_FIGURES", [self.keys.run(run_id)], [codec.dumps(figures)])
+    async def record_figures(
+        self, run_id: str, figures: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
+        args = [codec.dumps(figures), self.keys.prefix, _token(token)]
+        await self._script("RECORD_FIGURES", [self.keys.run(run_id)], args)
 
     async def request_stop(self, run_id: str, by: str) -> RunRecord | None:
         fields = await self._script("REQUEST_STOP", [self.keys.run(run_id)], [codec.dumps(by)])
         run = codec.run_from(fields)
         return run if run and run.outcome is None else None
 
-    async def grant(self, key: str, usd: float) -> None:
-        await self._script("GRANT", [self.keys.session(key)], [float(usd)])
+    async def grant(self, key: str, usd: float, *, token: int | None = None) -> None:
+        await self._fenced(key, token, "GRANT", [self.keys.session(key)], [float(usd)])
 
-    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
+    async def grant_once(
+        self, key: str, grant_id: str, usd: float, *, token: int | None = None
+    ) -> bool:
         keys = [self.keys.session(key), self.keys.continued(key)]
-        return bool(await self._script("GRANT_ONCE", keys, [grant_id, float(usd)]))
+        return bool(await self._fenced(key, token, "GRANT_ONCE", keys, [grant_id, float(usd)]))
 
-    async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
+    async def enqueue(
+        self, key: str, question: str, user: str, at: float, *, token: int | None = None
+    ) -> int:
         keys = [self.keys.session(key), self.keys.queue(key), self.keys.queue_ids]
         entry = codec.tail([text(question), user, at])
-        return int(await self._script("ENQUEUE", keys, [entry]))
+        return int(await self._fenced(key, token, "ENQUEUE", keys, [entry]))
 
     async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
         entries = await self._fenced(key, token, "TAKE_QUEUED", [self.keys.queue(key)], [])

@@ -120,11 +120,7 @@ class SqliteStore:
     ) -> None:
         check(outcome, RUN_OUTCOMES)
 
-        def end(conn: sqlite3.Connection) -> None:
-            rows.check_fence(conn, rows.run_key(conn, run_id), token)
-            rows.end_run(conn, run_id, outcome, at)
-
-        await self._write(end)
+        await self._fenced_run(run_id, token, rows.end_run, run_id, outcome, at)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return await self._read(rows.get_run, run_id)
@@ -135,17 +131,23 @@ class SqliteStore:
     async def runs(self, key: str) -> list[RunRecord]:
         return await self._read(rows.runs, key)
 
-    async def record_figures(self, run_id: str, figures: list[dict[str, Any]]) -> None:
-        await self._write(rows.record_figures, run_id, figures)
+    async def record_figures(
+        self, run_id: str, figures: list[dict[str, Any]], *, token: int | None = None
+    ) -> None:
+        await self._fenced_run(run_id, token, rows.record_figures, run_id, figures)
 
-    async def grant(self, key: str, usd: float) -> None:
-        await self._write(rows.grant, key, usd)
+    async def grant(self, key: str, usd: float, *, token: int | None = None) -> None:
+        await self._fenced(key, token, rows.grant, key, usd)
 
-    async def grant_once(self, key: str, grant_id: str, usd: float) -> bool:
-        return await self._write(rows.grant_once, key, grant_id, usd)
+    async def grant_once(
+        self, key: str, grant_id: str, usd: float, *, token: int | None = None
+    ) -> bool:
+        return await self._fenced(key, token, rows.grant_once, key, grant_id, usd)
 
-    async def enqueue(self, key: str, question: str, user: str, at: float) -> int:
-        return await self._write(rows.enqueue, key, question, user, at)
+    async def enqueue(
+        self, key: str, question: str, user: str, at: float, *, token: int | None = None
+    ) -> int:
+        return await self._fenced(key, token, rows.enqueue, key, question, user, at)
 
     async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
         return await self._fenced(key, token, rows.take_queued, key)
@@ -215,6 +217,18 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> T:
             rows.check_fence(conn, key, token)
+            return fn(conn, *args)
+
+        return await self._write(write)
+
+    async def _fenced_run(
+        self, run_id: str, token: int | None, fn: Callable[..., T], *args: Any
+    ) -> T:
+        """A write for a run, refused in its own transaction if `token` is stale for the
+        run's thread."""
+
+        def write(conn: sqlite3.Connection) -> T:
+            rows.check_fence(conn, rows.run_key(conn, run_id), token)
             return fn(conn, *args)
 
         return await self._write(write)

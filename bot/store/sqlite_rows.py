@@ -4,6 +4,7 @@ writes run inside a transaction."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -239,10 +240,15 @@ def enqueue(conn: sqlite3.Connection, key: str, question: str, user: str, at: fl
 
 
 def take_queued(conn: sqlite3.Connection, key: str) -> list[Queued]:
+    """The oldest question waiting and those right after it from the same asker."""
     rows = conn.execute(
-        "DELETE FROM queue WHERE key = ? RETURNING id, question, user, at", (key,)
+        "SELECT id, question, user, at FROM queue WHERE key = ? ORDER BY id", (key,)
     ).fetchall()
-    return sorted((Queued(**row) for row in rows), key=lambda q: q.id)
+    asker = rows[0]["user"] if rows else None
+    taken = [Queued(**row) for row in itertools.takewhile(lambda r: r["user"] == asker, rows)]
+    if taken:
+        conn.execute("DELETE FROM queue WHERE key = ? AND id <= ?", (key, taken[-1].id))
+    return taken
 
 
 def add_turn(
