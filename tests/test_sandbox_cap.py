@@ -267,7 +267,7 @@ async def test_in_slack_the_thread_whose_sandbox_made_room_is_told_and_resumes(
         await h.wait_for_text(second, HELLO, 60)
         await h.wait_for_text(first, ROOM_DELETED, 30)
         assert ":warning:" not in h.texts(second)
-        assert h.sandboxes_alive() == 1
+        assert await eventually(lambda: h.sandboxes_alive() == 1, 30)  # its folder goes too
         await h.slack.post_user_message(CHANNEL, "hello again", thread_ts=first)
         await h.slack.wait_for(lambda: h.texts(first).count(HELLO) >= 2, 60)
         await h.wait_for_text(second, ROOM_DELETED, 30)  # its turn to make room
