@@ -90,6 +90,9 @@ for key, doomed in pairs(by_key) do
     local c, r = drop_runs(key, doomed)
     calls, ratings = calls + c, ratings + r
 end
+if not DRY then  -- what sessions that expired by themselves left in the spend of all turns
+    redis.call('ZREMRANGEBYSCORE', PREFIX .. 'spend', '-inf', '(' .. ARGV[1])
+end
 return {0, runs, calls, ratings, #ids}
 """
 )
