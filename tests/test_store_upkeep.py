@@ -256,3 +256,29 @@ async def test_an_abandoned_session_expires_by_itself_and_prune_clears_its_trace
         finally:
             await store.close()
     assert sorted(left) == ["sci:ids:turn", "sci:schema"]
+
+
+async def test_a_redis_store_of_the_first_layout_gets_its_indexes_at_open(
+    tmp_path: Path,
+) -> None:
+    async with redis_server(tmp_path / "redis") as server:
+        store = RedisStore(server.url)
+        await store.open()
+        await populate(store)
+        await store.close()
+        redis = Redis.from_url(server.url, decode_responses=True)
+        try:  # as the first layout had it: no indexes
+            indexes = [n async for n in redis.scan_iter("sci:session_runs:*")]
+            keys = store.keys
+            await redis.delete(keys.activity, keys.sandboxed, keys.ended, *indexes)
+            await redis.set("sci:schema", 1)
+            store = RedisStore(server.url)
+            await store.open()
+            try:
+                assert [r.key for r in await store.sessions_holding_sandboxes()] == ["T1:C1:2.0"]
+                assert await store.prune(CUTOFF, CUTOFF) == EXPECTED
+            finally:
+                await store.close()
+            assert await redis.get("sci:schema") == "2"
+        finally:
+            await redis.aclose()
