@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING if args.command == "ask" else logging.INFO
     configure_logging(level, _secrets_for_logs())
     try:
-        commands = {"ask": lambda: ask(args), "sessions": lambda: sessions(args)}
+        commands = {"ask": lambda: ask(args), "sessions": lambda: sessions_command(args)}
         return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)
@@ -129,7 +129,7 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
     return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
 
 
-async def sessions(args: argparse.Namespace) -> int:
+async def sessions_command(args: argparse.Namespace) -> int:
     return await (prune_store(args) if args.action == "prune" else list_or_export(args))
 
 
