@@ -4,6 +4,7 @@ replicas pruning at once are harmless), and the layout's migration to those inde
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from redis.asyncio import Redis
@@ -209,6 +210,6 @@ async def migrate(client: Redis, keys: Keys) -> None:
         if key is None:
             continue
         run_id = name.removeprefix(f"{keys.prefix}run:")
-        await client.zadd(keys.session_runs(key.strip('"')), {run_id: float(started)})
+        await client.zadd(keys.session_runs(json.loads(key)), {run_id: float(started)})
         if ended not in (None, "null"):
             await client.zadd(keys.ended, {run_id: float(ended)})
