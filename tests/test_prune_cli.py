@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.compose import build_store
 from bot.sessions.pruning import Pruner, Retention
+from bot.settings import load_settings
 from bot.store import Pruned, SqliteStore, Store
 from bot.store.redis_store import RedisStore
 from tests.redis_server import redis_server
@@ -116,3 +118,16 @@ async def test_the_pruner_prunes_in_the_background_on_its_turn_only(tmp_path: Pa
         assert retention.cutoffs(NOW) == (CUTOFF, CUTOFF) and OLD < CUTOFF
     finally:
         await store.close()
+
+
+def test_the_redis_ttl_outlasts_retention_and_a_kept_sandbox() -> None:
+    def ttl(**values: object) -> int:
+        settings = load_settings(_env_file=None, redis_url="redis://r:6379", **BUDDY, **values)
+        store = build_store(settings)
+        assert isinstance(store, RedisStore)
+        return store.ttl_s
+
+    assert ttl() == 90 * 86_400 + 900 + 86_400
+    assert ttl(audit_retention_days=120, session_retain_s=600) == 120 * 86_400 + 900 + 600
+    assert ttl(session_retention_days=0) == 0  # sessions kept forever: nothing expires
+    assert ttl(audit_retention_days=0) == 0
