@@ -65,6 +65,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.long_threads
 	$(BIN)/python -m bench.detached_waits
 	$(BIN)/python -m bench.sparse_outputs
+	$(BIN)/python -m bench.reaper_cost
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -26,14 +26,15 @@ from bot.slack.app import serve
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
 from bot.terminal.printable import printable
+from bot.terminal.prune import prune_store
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
     commands = root.add_subparsers(dest="command")
     commands.add_parser("slack", help="run the Slack app (the default)")
-    sessions = commands.add_parser("sessions", help="list the stored sessions")
-    sessions.add_argument("action", nargs="?", choices=["list", "export"], default="list")
+    sessions = commands.add_parser("sessions", help="list, export or prune the stored sessions")
+    sessions.add_argument("action", nargs="?", choices=["list", "export", "prune"], default="list")
     sessions.add_argument("thread", nargs="?", help="for export: the session key or thread ts")
     sessions.add_argument(
         "--ipynb", action="store_true", help="export: a Jupyter notebook that reruns the analysis"
@@ -49,6 +50,12 @@ def parser() -> argparse.ArgumentParser:
         default=Path("."),
         metavar="DIR",
         help="with --ipynb: where `ask --out` saved the charts the notebook shows (default: here)",
+    )
+    sessions.add_argument(
+        "--dry-run", action="store_true", help="prune: only count what would be removed"
+    )
+    sessions.add_argument(
+        "--vacuum", action="store_true", help="prune: then give the space back (SQLite VACUUM)"
     )
     asking = commands.add_parser("ask", help="analyse data from the terminal")
     asking.add_argument("question", help="what to find out")
@@ -88,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING if args.command == "ask" else logging.INFO
     configure_logging(level, _secrets_for_logs())
     try:
-        commands = {"ask": lambda: ask(args), "sessions": lambda: list_or_export(args)}
+        commands = {"ask": lambda: ask(args), "sessions": lambda: sessions_command(args)}
         return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)
@@ -122,6 +129,10 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
         return f"prompt {prompt_tokens:,} tokens"
     share = 100 * prompt_tokens / window_tokens
     return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
+
+
+async def sessions_command(args: argparse.Namespace) -> int:
+    return await (prune_store(args) if args.action == "prune" else list_or_export(args))
 
 
 async def list_or_export(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from bot.sessions.engine import Engine, OpenerFor
 from bot.sessions.events import Observer, ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
+from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
 from bot.settings import Settings
 from bot.store.base import Store
@@ -80,7 +81,7 @@ def build_coordinator(settings: Settings) -> Coordinator:
 def build_store(settings: Settings) -> Store:
     """Redis when REDIS_URL is set (replicas share it), else the local SQLite file."""
     if settings.redis_url:
-        return RedisStore(settings.redis_url)
+        return RedisStore(settings.redis_url, ttl_s=redis_ttl_s(settings))
     return SqliteStore(settings.store_path)
 
 
@@ -148,6 +149,12 @@ class Runtime:
             min_age_s=s.orphan_min_age_s,
             turn=turn,
         )
+
+    def pruner(self, store: Store, turn: Callable[[], Awaitable[bool]] | None = None) -> Pruner:
+        """Retention in the background; `turn`: whether this process prunes now."""
+        s = self.settings
+        retention = Retention.from_settings(s)
+        return Pruner(store, retention, interval_s=s.prune_interval_s, turn=turn)
 
     async def close(self) -> None:
         await self.provider.close()

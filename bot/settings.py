@@ -144,6 +144,14 @@ class Settings(BaseSettings):
     # All interfaces: a load balancer's probes and a scraper reach a container from outside.
     metrics_host: str = "0.0.0.0"
 
+    # Retention: what the store keeps (0: forever). A session is done when it holds no
+    # sandbox and no run is going; quiet this many days, it goes with all it holds. A run
+    # goes with its tool calls and feedback this many days after it ended. Pruned every
+    # PRUNE_INTERVAL_S (by one replica at a time); Redis keys also expire by themselves.
+    session_retention_days: float = Field(default=90, ge=0)
+    audit_retention_days: float = Field(default=90, ge=0)
+    prune_interval_s: float = Field(default=3600, gt=0)
+
     @field_validator("metrics_port", mode="before")
     @classmethod
     def _blank_port_is_unset(cls, value: object) -> object:

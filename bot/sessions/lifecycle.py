@@ -98,8 +98,8 @@ class Lifecycle:
     async def restore(self) -> list[RunRecord]:
         """After a start: reattach the sandboxes that still exist (stopping what a crash left
         running in them) and end the runs a crash cut off; returns those runs."""
-        for record in await self._store.list_sessions():
-            if record.state == "active" and record.sandbox_id and record.key not in self._threads:
+        for record in await self._store.sessions_holding_sandboxes():
+            if record.state == "active" and record.key not in self._threads:
                 thread = await self._load(record.key)
                 if thread.session.sandbox_id is not None:
                     self._threads[record.key] = thread
@@ -120,7 +120,8 @@ class Lifecycle:
         and kept past SESSION_RETAIN_S (the reaper or the orphan sweeper deletes them)."""
         now = self._clock()
         in_flight = {run.key for run in await self._store.runs_in_flight()}
-        records = {r.key: r for r in await self._store.list_sessions()}
+        # Only a session whose record names a sandbox can hold one (not the whole store).
+        records = {r.key: r for r in await self._store.sessions_holding_sandboxes()}
         owned: set[str] = set()
         for key in records.keys() | self._threads.keys():
             record, thread = records.get(key), self._threads.get(key)
@@ -145,7 +146,7 @@ class Lifecycle:
         them, or stop them and delete them once kept for the retention time."""
         now, reaped = self._clock(), []
         in_flight = await self.repair(now)
-        for record in await self._store.list_sessions():
+        for record in await self._candidates(now):
             key, thread = record.key, self._threads.get(record.key)
             if key in in_flight or (thread and thread.busy):
                 continue
@@ -215,6 +216,20 @@ class Lifecycle:
             return False
         await self._drop(key, thread)
         return True
+
+    async def _candidates(self, now: float) -> list[SessionRecord]:
+        """The sessions a pass may act on: those whose record names a sandbox and that have
+        been quiet for the idle timeout (from the store's index of them), and those held
+        here and quiet as long by this process's clock. A session done long ago, with no
+        sandbox and not in memory, is not read at all."""
+        quiet_since = now - self._idle_timeout_s
+        found = await self._store.sessions_holding_sandboxes(quiet_since)
+        records = {r.key: r for r in found}
+        held = [k for k, t in self._threads.items() if t.last_activity <= quiet_since]
+        for key in [k for k in held if k not in records]:
+            if (record := await self._store.get_session(key)) is not None:
+                records[key] = record
+        return sorted(records.values(), key=lambda r: (-r.last_activity, r.key))
 
     async def _still_ours(self, key: str, thread: ThreadState) -> bool:
         """Whether the store still takes this copy's writes (with replicas, one held here may

@@ -225,6 +225,7 @@ async def serve(
         sessions=sessions,
     )  # fmt: skip
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
+    pruner = runtime.pruner(store, turn=lambda: coord.job("prune"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)
     link = LinkWatch(handler.client)
@@ -243,6 +244,7 @@ async def serve(
         if settings.orphan_cleanup:
             sweeper.start()
         engine.start_reaper()
+        pruner.start()
         await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
         log.info(
             "Connected to Slack (Socket Mode); sandboxes: %s; replica %s",
@@ -259,6 +261,7 @@ async def serve(
             if takeover is not None:
                 takeover.cancel()
             await sweeper.stop()
+            await pruner.stop()
             await bot.shutdown(settings.shutdown_grace_s)
             await coord.close()  # its threads are free for the other replicas
             await http.close()

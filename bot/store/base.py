@@ -133,6 +133,25 @@ class Queued:
     at: float
 
 
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed (or, on a dry run, would remove): sessions with all they held,
+    and runs with their tool calls and feedback (those of the sessions removed included)."""
+
+    sessions: int = 0
+    runs: int = 0
+    tool_calls: int = 0
+    feedback: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(
+            self.sessions + other.sessions,
+            self.runs + other.runs,
+            self.tool_calls + other.tool_calls,
+            self.feedback + other.feedback,
+        )
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable session state. Writes naming a session or run that does not exist raise NotFound.
@@ -297,4 +316,34 @@ class Store(Protocol):
         self, *, key: str | None = None, user: str | None = None, since: float = 0.0
     ) -> float:
         """USD spent by model turns since `since`, in a session and/or by a user's runs."""
+        ...
+
+    # Upkeep: what the reaper reads, and what retention removes.
+
+    async def sessions_holding_sandboxes(
+        self, quiet_since: float | None = None
+    ) -> list[SessionRecord]:
+        """The sessions whose record names a sandbox, last active at or before `quiet_since`
+        (None: whenever), the most recently active first. Read from an index of those
+        sessions alone, so its cost does not grow with the sessions done long ago."""
+        ...
+
+    async def prune(
+        self,
+        sessions_before: float | None,
+        runs_before: float | None,
+        *,
+        dry_run: bool = False,
+    ) -> Pruned:
+        """Delete the sessions done before `sessions_before` (last active before it, no
+        sandbox, no run in flight) with everything they hold, and the runs that ended before
+        `runs_before` with their turns, tool calls and feedback; None keeps them. Works in
+        small batches, each checked again as it is deleted, so a session that came back to
+        life meanwhile stays, and two processes pruning at once are harmless. `dry_run`:
+        only count."""
+        ...
+
+    async def vacuum(self) -> None:
+        """Give the space pruning freed back to the file system (SQLite's VACUUM; Redis
+        frees its memory itself)."""
         ...

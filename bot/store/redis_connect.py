@@ -14,6 +14,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.store.base import StoreConfigError, StoreError
 from bot.store.redis_keys import SCHEMA_VERSION, Keys
+from bot.store.redis_prune import migrate
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,14 @@ async def connect(url: str, keys: Keys) -> Redis:
 
 
 async def _check_schema(client: Redis, keys: Keys) -> None:
-    """A new Redis gets the current layout's version; a newer layout is refused."""
+    """A new Redis gets the current layout's version; an older one is migrated, a newer one
+    refused."""
     await client.set(keys.schema, SCHEMA_VERSION, nx=True)
     version = int(await client.get(keys.schema) or 0)
-    if version > SCHEMA_VERSION:
+    if version == 1:  # before the indexes retention and the reaper read
+        await migrate(client, keys)
+        await client.set(keys.schema, SCHEMA_VERSION)
+    elif version > SCHEMA_VERSION:
         raise StoreError(
             f"the Redis store has schema version {version}; this code knows {SCHEMA_VERSION}"
         )

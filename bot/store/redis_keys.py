@@ -19,16 +19,23 @@
     {p}feedback:{key}         list: feedback on the session's runs, JSON each
     {p}continued:{key}        set: the Continue grant ids used in the session
     {p}fence:{key}            counter: the thread's newest fencing token (Store.fence)
+    {p}sessions:activity      sorted set: every session key by last activity (retention)
+    {p}sessions:sandbox       sorted set: the keys of sessions whose record names a
+                              sandbox, by last activity (what the reaper reads)
+    {p}session_runs:{key}     sorted set: the session's run ids by start
+    {p}runs:ended             sorted set: ended run ids by end time (retention)
 
-Nothing is ever deleted but the queue entries taken; Redis Cluster is not supported (the
-scripts touch keys of several sessions and the global counters).
+A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
+abandoned expires by itself; retention (Store.prune) deletes what is done before that.
+The store-wide keys (SHARED) have none. Redis Cluster is not supported (the scripts touch
+keys of several sessions and the global counters).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1  # raise it, with a migration in open(), when the layout changes
+SCHEMA_VERSION = 2  # raise it, with a migration in open(), when the layout changes
 
 DEFAULT_PREFIX = "sci:"
 
@@ -60,6 +67,29 @@ class Keys:
     @property
     def spend(self) -> str:
         return f"{self.prefix}spend"
+
+    @property
+    def activity(self) -> str:
+        return f"{self.prefix}sessions:activity"
+
+    @property
+    def sandboxed(self) -> str:
+        return f"{self.prefix}sessions:sandbox"
+
+    @property
+    def ended(self) -> str:
+        return f"{self.prefix}runs:ended"
+
+    @property
+    def shared(self) -> tuple[str, ...]:
+        """The store-wide keys: never given a TTL."""
+        return (
+            self.schema, self.sessions, self.in_flight, self.queue_ids, self.turn_ids,
+            self.spend, self.activity, self.sandboxed, self.ended,
+        )  # fmt: skip
+
+    def session_runs(self, key: str) -> str:
+        return f"{self.prefix}session_runs:{key}"
 
     def session(self, key: str) -> str:
         return f"{self.prefix}session:{key}"

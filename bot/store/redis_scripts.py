@@ -10,6 +10,8 @@ doubles and written with 17 significant digits: they read back as the same Pytho
 
 from __future__ import annotations
 
+from bot.store.redis_keys import Keys
+
 # The start of each fenced script (FENCED, put before it by `source`): its last key is the
 # thread's fence (the newest token, a counter), its last argument the token the writer holds
 # ('' for none: not checked). Both are taken off, so the rest sees its own KEYS and ARGV.
@@ -39,6 +41,7 @@ return redis.call('SET', KEYS[2], ARGV[1])
 UPDATE_SESSION = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no session') end
 if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+index_session(KEYS[1])
 return 1
 """
 
@@ -76,6 +79,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no
 if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('CONFLICT run id taken') end
 redis.call('HSET', KEYS[2], unpack(ARGV, 3))
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+local runs = PREFIX .. 'session_runs:' .. cjson.decode(redis.call('HGET', KEYS[1], 'key'))
+redis.call('ZADD', runs, ARGV[2], ARGV[1])
+touch(runs)
 return 1
 """
 
@@ -91,6 +97,7 @@ end
 if redis.call('HGET', KEYS[1], 'outcome') == 'null' then
     redis.call('HSET', KEYS[1], 'outcome', ARGV[2], 'ended_at', ARGV[3])
     redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('ZADD', ENDED, ARGV[3], ARGV[1])
 end
 return 1
 """
@@ -151,6 +158,8 @@ if ARGV[3] ~= '' then
     redis.call('ZADD', KEYS[5], ARGV[4], member)
     redis.call('ZADD', ARGV[1] .. 'spend:key:' .. run_key, ARGV[4], member)
     redis.call('ZADD', ARGV[1] .. 'spend:user:' .. user, ARGV[4], member)
+    touch(ARGV[1] .. 'spend:key:' .. run_key)
+    touch(ARGV[1] .. 'spend:user:' .. user)
 end
 return id
 """
@@ -166,7 +175,9 @@ return redis.call('RPUSH', KEYS[3], ARGV[1])
 ADD_FEEDBACK = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOTFOUND no run') end
 local key = cjson.decode(redis.call('HGET', KEYS[1], 'key'))
-return redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
+local n = redis.call('RPUSH', ARGV[1] .. 'feedback:' .. key, ARGV[2])
+touch(ARGV[1] .. 'feedback:' .. key)
+return n
 """
 
 # The writes a thread's owner makes for it; END_RUN and RECORD_FIGURES check their run's
@@ -187,7 +198,58 @@ FENCED = frozenset(
 )
 
 
-def source(name: str) -> str:
-    """The named script as sent to Redis."""
+# Around every script (`source`): the store's layout and the TTL as constants, `touch` (a
+# TTL on a thread's or run's key, set again on each write) and `index_session` (a session's
+# place in the indexes of activity and of sandboxes held, after a write to its hash). The
+# script's own KEYS are touched once it has run; the store-wide ones never are.
+AROUND = """
+local TTL = {ttl}
+local PREFIX = {prefix}
+local SHARED = {{{shared}}}
+local ACTIVITY, SANDBOXED, ENDED = {activity}, {sandboxed}, {ended}
+local function touch(name)
+    if TTL > 0 and not SHARED[name] then redis.call('EXPIRE', name, TTL) end
+end
+local function index_session(hash)
+    local key = redis.call('HGET', hash, 'key')
+    if not key then return end
+    key = cjson.decode(key)
+    local last = redis.call('HGET', hash, 'last_activity')
+    redis.call('ZADD', ACTIVITY, last, key)
+    if redis.call('HGET', hash, 'sandbox_id') == 'null' then
+        redis.call('ZREM', SANDBOXED, key)
+    else
+        redis.call('ZADD', SANDBOXED, last, key)
+    end
+end
+local touched = {{unpack(KEYS)}}
+local function body()
+{body}
+end
+local result = body()
+for _, name in ipairs(touched) do touch(name) end
+return result
+"""
+
+
+def source(name: str, keys: Keys | None = None, ttl_s: int = 0) -> str:
+    """The named script as sent to Redis, for the layout `keys` and a TTL of `ttl_s` seconds
+    on what it writes (0: none)."""
     body: str = globals()[name]
-    return FENCE + body if name in FENCED else body
+    return around(FENCE + body if name in FENCED else body, keys, ttl_s)
+
+
+def around(body: str, keys: Keys | None = None, ttl_s: int = 0) -> str:
+    """A script's body inside AROUND."""
+    keys = keys or Keys()
+    shared = ", ".join(f"[{lua(k)}] = true" for k in keys.shared)
+    return AROUND.format(
+        ttl=int(ttl_s), prefix=lua(keys.prefix), shared=shared, activity=lua(keys.activity),
+        sandboxed=lua(keys.sandboxed), ended=lua(keys.ended), body=body,
+    )  # fmt: skip
+
+
+def lua(text: str) -> str:
+    """`text` as a Lua string literal (bytes beyond letters, digits, ':' and '_' escaped)."""
+    plain = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_"
+    return '"' + "".join(chr(b) if b in plain else f"\\{b}" for b in text.encode()) + '"'

@@ -19,6 +19,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError, ResponseError
 
 import bot.store.redis_codec as codec
+import bot.store.redis_prune as upkeep
 import bot.store.redis_scripts as lua
 from bot.store.base import (
     RUN_OUTCOMES,
@@ -27,6 +28,7 @@ from bot.store.base import (
     Fenced,
     FileRecord,
     NotFound,
+    Pruned,
     Queued,
     RunOutcome,
     RunRecord,
@@ -42,9 +44,11 @@ from bot.store.values import check, check_update, prompt_tokens, text
 class RedisStore:
     """The Store on Redis (`redis://`, `rediss://` or `unix://` URL), keys under `prefix`."""
 
-    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, ttl_s: int = 0) -> None:
+        """`ttl_s`: how long a thread's keys outlive its last write (0: forever)."""
         self.url = url
         self.keys = Keys(prefix)
+        self.ttl_s = int(ttl_s)
         self._redis: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
 
@@ -52,7 +56,12 @@ class RedisStore:
         if self._redis is not None:
             raise StoreError("the store is already open")
         client = await connect(self.url, self.keys)
-        self._scripts = {name: client.register_script(lua.source(name)) for name in _SCRIPTS}
+        self._scripts = {
+            name: client.register_script(lua.source(name, self.keys, self.ttl_s))
+            for name in _SCRIPTS
+        }
+        for name, body in upkeep.SCRIPTS.items():
+            self._scripts[name] = client.register_script(lua.around(body, self.keys, self.ttl_s))
         self._redis = client
 
     async def close(self) -> None:
@@ -66,7 +75,10 @@ class RedisStore:
 
     async def fence(self, key: str) -> int:
         with self._errors():
-            return int(await self._db.incr(self.keys.fence(key)))
+            async with self._db.pipeline(transaction=True) as tx:
+                tx.incr(self.keys.fence(key))
+                self._expire(tx, self.keys.fence(key))
+                return int((await tx.execute())[0])
 
     async def save_session(self, record: SessionRecord) -> None:
         check(record.state, SESSION_STATES)
@@ -79,6 +91,8 @@ class RedisStore:
                 tx.hsetnx(session, "prompt_tokens", "0")
                 tx.hsetnx(session, "window_tokens", "0")
                 tx.sadd(self.keys.sessions, record.key)
+                upkeep.index_saved(tx, self.keys, record)
+                self._expire(tx, session)
                 await tx.execute()
 
     async def get_session(self, key: str) -> SessionRecord | None:
@@ -249,7 +263,36 @@ class RedisStore:
         turns = sorted(map(codec.spend_cost, set.intersection(*ranges)))
         return float(sum(cost for _, cost in turns))
 
+    # Upkeep (redis_prune.py).
+
+    async def sessions_holding_sandboxes(
+        self, quiet_since: float | None = None
+    ) -> list[SessionRecord]:
+        upto = "+inf" if quiet_since is None else quiet_since
+        with self._errors():
+            keys = await self._db.zrevrangebyscore(self.keys.sandboxed, upto, "-inf")
+            found = await self._hashes([self.keys.session(key) for key in keys])
+        records = [r for fields in found if (r := codec.session_from(fields)) and r.sandbox_id]
+        return sorted(records, key=lambda r: (-r.last_activity, r.key))
+
+    async def prune(
+        self,
+        sessions_before: float | None,
+        runs_before: float | None,
+        *,
+        dry_run: bool = False,
+    ) -> Pruned:
+        with self._errors():
+            return await upkeep.prune(self._scripts, sessions_before, runs_before, dry_run)
+
+    async def vacuum(self) -> None:
+        pass  # Redis gives back the memory of deleted keys itself
+
     # Plumbing.
+
+    def _expire(self, tx: Any, name: str) -> None:
+        if self.ttl_s:
+            tx.expire(name, self.ttl_s)
 
     @property
     def _db(self) -> Redis:

@@ -11,12 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import bot.store.sqlite_prune as upkeep
 import bot.store.sqlite_rows as rows
 from bot.store.base import (
     RUN_OUTCOMES,
     SESSION_STATES,
     FeedbackRecord,
     FileRecord,
+    Pruned,
     Queued,
     RunOutcome,
     RunRecord,
@@ -187,6 +189,33 @@ class SqliteStore:
         self, *, key: str | None = None, user: str | None = None, since: float = 0.0
     ) -> float:
         return await self._read(rows.spent, key, user, since)
+
+    # Upkeep.
+
+    async def sessions_holding_sandboxes(
+        self, quiet_since: float | None = None
+    ) -> list[SessionRecord]:
+        return await self._read(upkeep.sessions_holding_sandboxes, quiet_since)
+
+    async def prune(
+        self,
+        sessions_before: float | None,
+        runs_before: float | None,
+        *,
+        dry_run: bool = False,
+    ) -> Pruned:
+        if dry_run:
+            return await self._read(upkeep.count_doomed, sessions_before, runs_before)
+        total = Pruned()
+        steps = ((upkeep.prune_sessions, sessions_before), (upkeep.prune_runs, runs_before))
+        for step, cutoff in steps:
+            # One transaction per batch: the bot's writes are queued in between.
+            while cutoff is not None and (batch := await self._write(step, cutoff)) != Pruned():
+                total += batch
+        return total
+
+    async def vacuum(self) -> None:
+        await self._read(upkeep.vacuum)
 
     # The worker thread.
 

@@ -174,6 +174,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN chart_files TEXT NOT NULL DEFAULT '';
     """,
+    # 14: what the reaper and retention read: the sessions holding a sandbox (a few, however
+    # many are stored), the runs by when they ended, and the Continue grants by session (so
+    # deleting a session finds its own).
+    """
+    CREATE INDEX sessions_with_sandbox ON sessions (last_activity) WHERE sandbox_id IS NOT NULL;
+    CREATE INDEX runs_by_end ON runs (ended_at) WHERE ended_at IS NOT NULL;
+    CREATE INDEX continues_by_key ON continues (key);
+    """,
 )
 
 
