@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from bot.sandbox.base import Sandbox, SandboxInfo, SandboxSpec
+from bot.sandbox.base import MakeRoom, Sandbox, SandboxInfo, SandboxSpec
 from bot.sessions.lifecycle import Lifecycle
 from bot.store import SqliteStore, Store
 from bot.store.redis_store import RedisStore
@@ -42,6 +42,9 @@ class RecordingProvider:
 
     def waiting_for_slot(self, session_key: str) -> int:
         return 0
+
+    def on_full(self, make_room: MakeRoom) -> None:
+        pass  # no cap on sandboxes here
 
     async def destroy_id(self, sandbox_id: str) -> None:
         self.destroyed.append(sandbox_id)
