@@ -10,6 +10,7 @@ run's business: a call that fails costs the run nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import aiohttp
@@ -24,6 +25,9 @@ PROCESSING, ACTIVE, CLOSED = "processing", "active", "closed"
 # Slack's answers that mean this workspace (or this app) has no agent sessions.
 NOT_HERE = frozenset({"feature_disabled", "not_authorized"})
 NO_STOP_SUBSCRIPTION = "missing_agent_session_stopped_event_subscription"
+# A status call that would wait longer than this in Slack's pacing (Tier 3: a burst of
+# questions) is made in the background: the first sign of a question must not queue.
+FIRST_SIGN_WAIT_S = 0.5
 
 
 class AgentSessions:
@@ -32,6 +36,17 @@ class AgentSessions:
         self._absent: dict[str, str] = {}  # team -> why it has no sessions
         self._warned: set[str] = set()  # teams told about the missing event subscription
         self._status: dict[tuple[str, str], str] = {}  # thread -> the status set last
+        self._pending: set[asyncio.Task[bool]] = set()  # statuses set in the background
+
+    def would_wait(self) -> bool:
+        """Whether a status call now would wait in Slack's pacing for long."""
+        return self._web.pacer.wait_s("agents.sessions.setStatus") > FIRST_SIGN_WAIT_S
+
+    def set_later(self, ref: ThreadRef, status: str) -> None:
+        """Set the status in the background (its failures are logged, as `set`'s are)."""
+        task = asyncio.create_task(self.set(ref, status))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     def available(self, team: str) -> bool:
         """Not known to lack sessions (a team never asked is taken to have them)."""

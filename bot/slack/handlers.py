@@ -314,7 +314,12 @@ class SlackListeners:
         sessions = self.sessions
         if sessions is None or not sessions.available(ref.team):
             return False
-        return sessions.status(ref) == PROCESSING or await sessions.set(ref, PROCESSING)
+        if sessions.status(ref) == PROCESSING:
+            return True
+        if sessions.would_wait():  # a burst of questions: the thread's status shows it now
+            sessions.set_later(ref, PROCESSING)
+            return False
+        return await sessions.set(ref, PROCESSING)
 
 
 def _team(event: dict[str, Any], body: dict[str, Any]) -> str:

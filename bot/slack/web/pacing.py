@@ -89,6 +89,11 @@ class Pacer:
         for _ in range(count):
             await bucket.take()
 
+    def wait_s(self, method: str, channel: str = "") -> float:
+        """About how long a call of `method` asking now would wait (0: not paced)."""
+        bucket = self._bucket(method, channel)
+        return bucket.wait_s() if bucket is not None else 0.0
+
     def _bucket(self, method: str, channel: str) -> TokenBucket | None:
         if method == "chat.postMessage":
             key, rate, burst = (method, channel), POSTS_PER_S, POST_BURST
