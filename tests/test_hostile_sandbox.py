@@ -113,8 +113,9 @@ async def test_linked_or_folder_deliverables_are_not_posted_and_the_model_is_tol
         try:
             first = await session.ask("make the report", Recorder())
             posted = {
-                name: b"".join([c async for c in chunks])
-                async for name, chunks in session.outputs()
+                out.name: b"".join([c async for c in out.chunks])
+                async for out in session.outputs()
+                if out.chunks is not None
             }
             second = await session.ask("and now?", Recorder())
         finally:
