@@ -7,14 +7,13 @@ does not know its id yet.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
 from bot.errors import BotError
 from bot.sandbox.base import SandboxProvider
+from bot.sessions.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +31,11 @@ class OrphanSweeper:
         turn: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._provider = provider
-        self._turn = turn  # whether this process sweeps now (one replica does); None: always
         self._tag = tag
         self._owned = owned
-        self._interval_s = interval_s
         self._min_age_s = min_age_s
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._job = Periodic("the orphan sweep", self.sweep, interval_s, turn)
 
     async def sweep(self) -> list[str]:
         """One pass; returns the ids it destroyed. Failures are logged, never raised."""
@@ -68,21 +65,7 @@ class OrphanSweeper:
 
     def start(self) -> None:
         """Sweep now and then every interval, in the background."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
+        self._job.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                if self._turn is None or await self._turn():
-                    await self.sweep()
-            except Exception:
-                log.exception("the orphan sweep failed")
-            await asyncio.sleep(self._interval_s)
+        await self._job.stop()

@@ -6,13 +6,12 @@ at once are harmless, since the store checks each session again as it deletes it
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.sessions.periodic import Periodic
 from bot.settings import Settings
 from bot.store.base import Pruned, Store
 
@@ -65,10 +64,8 @@ class Pruner:
     ) -> None:
         self._store = store
         self._retention = retention
-        self._interval_s = interval_s
         self._clock = clock
-        self._turn = turn  # whether this process prunes now (one replica does); None: always
-        self._task: asyncio.Task[None] | None = None
+        self._job = Periodic("pruning the store", self.prune, interval_s, turn)
 
     async def prune(self) -> Pruned:
         """One pass; what it removed."""
@@ -83,24 +80,11 @@ class Pruner:
     def start(self) -> None:
         """Prune now and then every interval, in the background (not at all when retention
         is off)."""
-        if self._task is None and not self._retention.off:
-            self._task = asyncio.create_task(self._run())
+        if not self._retention.off:
+            self._job.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                if self._turn is None or await self._turn():
-                    await self.prune()
-            except Exception:
-                log.exception("pruning the store failed")
-            await asyncio.sleep(self._interval_s)
+        await self._job.stop()
 
 
 def _before(now: float, days: float) -> float | None:
