@@ -62,7 +62,9 @@ class Settings(BaseSettings):
     sandbox_memory_bytes: int = Field(default=8 << 30, gt=0)  # all of a local sandbox's memory
     sandbox_max_commands: int = Field(default=8, gt=0)  # detached commands at once, per sandbox
     max_sandboxes: int = Field(default=32, gt=0)  # live local sandboxes per bot process
-    sandbox_wait_s: float = Field(default=120, ge=0)  # refused once no slot came free this long
+    # A new sandbox over the cap is refused once no slot came free this long: in a burst the
+    # first runs may take minutes (a channel takes one post a second), all the while busy.
+    sandbox_wait_s: float = Field(default=300, ge=0)
     spool_dir: Path = Field(default_factory=lambda: state_dir() / "spool")
     # An answer's files (report.md, out/), counted as they read (a sparse file in full):
     # one over the first is left out, and the rest once they pass the second in all.
