@@ -5,9 +5,11 @@ and RESTORING on the way to RUNNING when a disk is put back."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from tests.buddy_client import BOOT_S, client_for, message, running, wait_ready, wait_status
 from tests.fakes.buddy import FakeBuddy
+from tests.fakes.buddy.vm import WORK_DIR, Vm
 
 RESTORE_S = 0.5  # long enough to be seen, polled for rather than slept through
 
@@ -30,6 +33,21 @@ async def buddy(sandbox_root: Path) -> AsyncIterator[FakeBuddy]:
 async def api(buddy: FakeBuddy) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(buddy) as client:
         yield client
+
+
+def unraisable_after(scenario: Coroutine[None, None, None]) -> list[object]:
+    """What is reported as unraisable once `scenario` ran on a loop closed right after it,
+    as a test's loop is: a process transport left open fails when collected."""
+    unraisable: list[object] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(scenario)
+        loop.close()
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    return unraisable
 
 
 async def sh(api: httpx.AsyncClient, sid: str, command: str) -> dict[str, Any]:
@@ -142,3 +160,17 @@ async def test_a_sandbox_made_from_a_snapshot_is_restoring_first(
     assert (refused.status_code, message(refused)) == (400, "Instance is not running")
     await wait_ready(api, copy)
     assert (await sh(api, copy, "cat /buddy/work/kept"))["stdout"] == "kept\n"
+
+
+def test_a_download_broken_off_leaves_no_cat_behind(sandbox_root: Path) -> None:
+    """A file read that stops early kills its `cat` and waits for it, pipe and all: no
+    process transport is left to be collected after the event loop closed."""
+
+    async def read_one_chunk() -> None:
+        vm = Vm(sandbox_root / "vm", "sbx")
+        (vm.work / "big.bin").write_bytes(os.urandom(4 << 20))  # far more than the pipe holds
+        chunks = vm.read(f"{WORK_DIR}/big.bin")
+        assert await anext(chunks)
+        await chunks.aclose()  # the client went away
+
+    assert unraisable_after(read_one_chunk()) == []

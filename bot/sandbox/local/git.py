@@ -78,6 +78,8 @@ async def git_clone(
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            # Reaped here, so its transport is closed while the loop still runs.
+            await asyncio.shield(proc.wait())
             raise
     except TimeoutError:
         raise SandboxError(

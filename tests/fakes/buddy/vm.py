@@ -223,6 +223,10 @@ class Vm:
                 raise VmError(process.stderr.decode(errors="replace").strip())
         finally:
             process.kill()  # the reader left early: stop cat
+            # Read its pipe to the end and wait for it, or its transport outlives the loop.
+            while await stdout.read(64 * 1024):
+                pass
+            await process.done.wait()
 
     async def _spawn_reader(self, path: str) -> Process:
         """A `cat` whose stdout the caller reads itself (not captured)."""
