@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import ipaddress
 import os
 import subprocess
-import sys
-from collections.abc import Coroutine
 from pathlib import Path
 
 import pytest
@@ -37,21 +34,6 @@ class Answers:
     async def __call__(self, host: str, port: int) -> list[str]:
         self.calls.append(host)
         return self.addresses
-
-
-def unraisable_after(scenario: Coroutine[None, None, None]) -> list[object]:
-    """What gets reported as unraisable once `scenario` ran on a loop closed right after
-    it, as a test's loop is: a process transport left open fails when collected."""
-    unraisable: list[object] = []
-    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
-    loop = asyncio.new_event_loop()
-    try:
-        loop.run_until_complete(scenario)
-        loop.close()
-        gc.collect()
-    finally:
-        sys.unraisablehook = hook
-    return unraisable
 
 
 def commits_in(checkout: Path) -> int:
@@ -202,45 +184,3 @@ async def test_a_git_too_old_to_pin_the_address_is_not_used(
     with pytest.raises(SandboxError, match=r"needs git 2\.37 or later"):
         await git_clone(f"http://{NAME}/repo.git", tmp_path / "c", HTTP, rules)
     assert not mark.exists()
-
-
-def test_a_cancelled_clone_waits_for_git_so_nothing_outlives_the_loop(tmp_path: Path) -> None:
-    """A clone cancelled mid-flight kills git and waits for it: no process transport is left
-    to be collected after its event loop closed."""
-
-    async def cancel_mid_clone() -> None:
-        asked = asyncio.Event()
-
-        async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            asked.set()
-            await reader.read()  # until git is gone
-            writer.close()
-
-        server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        rules = FetchRules(LOOPBACK_1, ports=ANY_PORT)
-        url = f"http://127.0.0.1:{port}/repo.git"
-        clone = asyncio.create_task(git_clone(url, tmp_path / "c", HTTP, rules))
-        await asked.wait()
-        clone.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await clone
-        server.close()
-        await server.wait_closed()  # the connection ends with git
-
-    assert unraisable_after(cancel_mid_clone()) == []
-
-
-def test_a_clone_stopped_at_the_cap_leaves_no_git_process_behind(tmp_path: Path) -> None:
-    """git killed at the size cap while the server still sends the pack: both git
-    processes, the client and the server's http-backend, are waited for before the loop
-    closes."""
-    make_repo(tmp_path / "srv", {"big.bin": os.urandom(6 << 20)})
-
-    async def clone_past_the_cap() -> None:
-        async with GitHttpServer(tmp_path / "srv") as server:
-            rules = FetchRules(LOOPBACK_1, max_bytes=1 << 20, ports=ANY_PORT)
-            with pytest.raises(SandboxError, match="larger than the 1"):
-                await git_clone(f"{server.base_url}/repo.git", tmp_path / "c", HTTP, rules)
-
-    assert unraisable_after(clone_past_the_cap()) == []
