@@ -186,14 +186,15 @@ async def test_a_burst_of_questions_is_seen_at_once_not_at_the_sessions_pace(
     sandbox_root: Path, monkeypatch
 ) -> None:
     """`agents.sessions.setStatus` is paced at Tier 3 (a burst of 9, then 0.75 a second):
-    twenty questions at once get their first sign (the session's status, or the thread's
+    fifteen questions at once get their first sign (the session's status, or the thread's
     where the session's would wait) without queuing behind it. Before, each question's first
-    sign was its session's status, so the last came some 15 s after the first."""
+    sign was its session's status, so the last came some 8 s after the first."""
     options = {**SESSIONS, "rate_limits": 1.0}  # Slack's own tiers, and the bot paced at them
+    asked = 15
     async with running_bot("local", says_hello, sandbox_root, monkeypatch, options) as h:
         threads = [
             (await h.slack.post_user_message(CHANNEL, f"question {i}", mention=True))["ts"]
-            for i in range(20)
+            for i in range(asked)
         ]
         signs = ("agents.sessions.setStatus", "assistant.threads.setStatus")
 
@@ -206,11 +207,6 @@ async def test_a_burst_of_questions_is_seen_at_once_not_at_the_sessions_pace(
 
         await h.slack.wait_for(lambda: all(seen(t) for t in threads), 60)
         session_calls = len(h.slack.calls_to("agents.sessions.setStatus"))
-        await h.slack.wait_for(lambda: all(answered(h, t) for t in threads), 120)
-    assert session_calls < 20, session_calls  # signs came before the sessions' own pace
-    for thread in threads:  # every session still gets its status, later
-        assert h.slack.session_status(CHANNEL, thread) == "active"
-
-
-def answered(h: Harness, thread: str) -> bool:
-    return "hello" in h.texts(thread)
+        # every session still gets its status, later
+        await h.slack.wait_for(lambda: all(h.slack.session_status(CHANNEL, t) for t in threads), 60)
+    assert session_calls < asked, session_calls  # signs came before the sessions' own pace
