@@ -38,18 +38,23 @@ from bot.store.sqlite import SqliteStore
 def build_provider(settings: Settings) -> SandboxProvider:
     if settings.backend == "buddy":
         return BuddyProvider(BuddyConfig.from_settings(settings))
-    rules = FetchRules(
-        parse_networks(settings.repo_allowed_addresses),
-        settings.repo_max_bytes,
-        ports=parse_ports(settings.repo_allowed_ports),
-    )
     root = own_folder(settings.sandbox_root, sandbox_root_mode(), "SANDBOX_ROOT")
     return LocalProvider(
         root,
         limits_from(settings),
         max_sandboxes=settings.max_sandboxes,
         wait_s=settings.sandbox_wait_s,
-        fetch_rules=rules,
+        fetch_rules=repo_rules(settings),
+    )
+
+
+def repo_rules(settings: Settings) -> FetchRules:
+    """What a repository fetch may reach (addresses, ports) and take in, as the settings
+    say: the local fetch and every front end's check of a URL read the same rules."""
+    return FetchRules(
+        parse_networks(settings.repo_allowed_addresses),
+        settings.repo_max_bytes,
+        ports=parse_ports(settings.repo_allowed_ports),
     )
 
 

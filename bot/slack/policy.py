@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.networks import parse_networks, parse_ports
+from bot.compose import repo_rules
 from bot.sandbox.repo_net import NO_RULES, FetchRules
 from bot.settings import Settings
 
@@ -40,10 +40,7 @@ class Policy:
             max_file_bytes=settings.max_file_bytes,
             max_files=settings.max_files_per_thread,
             repo_hosts=Settings.id_list(settings.repo_hosts),
-            repo_rules=FetchRules(
-                parse_networks(settings.repo_allowed_addresses),
-                ports=parse_ports(settings.repo_allowed_ports),
-            ),
+            repo_rules=repo_rules(settings),
             repo_lookup=settings.backend == "local",
         )
 

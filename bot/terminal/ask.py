@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.events import RunFinished
-from bot.compose import Runtime, build_store
+from bot.compose import Runtime, build_store, repo_rules
 from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
-from bot.networks import parse_networks, parse_ports
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
@@ -66,8 +65,8 @@ async def ask(args: argparse.Namespace) -> int:
 
 def _checked_repo(url: str, settings: Settings) -> str:
     """The --repo URL, if this bot would fetch it (the addresses and ports it allows)."""
-    allowed = parse_networks(settings.repo_allowed_addresses)
-    return check_repo_url(url, allowed=allowed, ports=parse_ports(settings.repo_allowed_ports))
+    rules = repo_rules(settings)
+    return check_repo_url(url, allowed=rules.allowed, ports=rules.ports)
 
 
 async def _converse(

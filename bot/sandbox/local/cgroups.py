@@ -24,7 +24,7 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -48,35 +48,41 @@ def cpu_parent() -> Path | None:
 
 def make(parent: Path, name: str, limit: int, uid: int | None) -> Path | None:
     """The sandbox's cgroup with its memory limit (swap included where accounted)."""
-    path = parent / f"{PREFIX}{name}"
-    try:
-        path.mkdir(exist_ok=True)
+
+    def set_limit(path: Path) -> None:
         (path / "memory.limit_in_bytes").write_text(str(limit))
         with contextlib.suppress(OSError):  # only with swap accounting
             (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
-        if uid is not None:
-            os.chown(path / "cgroup.procs", uid, uid)
-    except OSError as exc:
-        log.warning("no memory cgroup for sandbox %s: %s", name, exc)
-        remove(path)
-        return None
-    return path
+
+    return _make(parent, name, "memory", set_limit, uid)
 
 
 def make_cpu(parent: Path, name: str, cpus: float | None, uid: int | None) -> Path | None:
     """The sandbox's cpu cgroup: an equal share, at most `cpus` cores (None: no cap)."""
-    path = parent / f"{PREFIX}{name}"
-    try:
-        path.mkdir(exist_ok=True)
+
+    def set_share(path: Path) -> None:
         period = _read_int(parent / "cpu.cfs_period_us", CFS_PERIOD_US)
         (path / "cpu.cfs_period_us").write_text(str(period))
         (path / "cpu.shares").write_text(str(CPU_SHARES))
         quota = max(int(cpus * period), 1000) if cpus else -1  # the kernel's least: 1 ms
         (path / "cpu.cfs_quota_us").write_text(str(quota))
+
+    return _make(parent, name, "cpu", set_share, uid)
+
+
+def _make(
+    parent: Path, name: str, controller: str, configure: Callable[[Path], None], uid: int | None
+) -> Path | None:
+    """The sandbox's cgroup under `parent`, set up by `configure`, its `cgroup.procs` the
+    sandbox uid's (it moves itself in); None, and nothing left, where that fails."""
+    path = parent / f"{PREFIX}{name}"
+    try:
+        path.mkdir(exist_ok=True)
+        configure(path)
         if uid is not None:
             os.chown(path / "cgroup.procs", uid, uid)
     except OSError as exc:
-        log.warning("no cpu cgroup for sandbox %s: %s", name, exc)
+        log.warning("no %s cgroup for sandbox %s: %s", controller, name, exc)
         remove(path)
         return None
     return path

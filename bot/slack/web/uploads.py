@@ -26,8 +26,11 @@ UPLOAD_TIMEOUT = httpx.Timeout(120.0, connect=15.0)  # per read or write, not fo
 
 async def scrubbed(source: bytes | Path, scrubber: Scrubber) -> tuple[int, AsyncIterator[bytes]]:
     """A file's content (bytes, or a host file read in chunks) scrubbed: its length and
-    its chunks."""
-    length = await _scrubbed_length(source, scrubber)
+    its chunks. Bytes are scrubbed once, so the length told is the length sent."""
+    if isinstance(source, bytes):
+        clean = scrubber.bytes(source)
+        return len(clean), _once(clean)
+    length = await asyncio.to_thread(_file_length, source, scrubber)
     return length, _scrubbed_chunks(source, scrubber.stream())
 
 
@@ -39,12 +42,6 @@ async def post_bytes(
     response = await http.post(url, content=chunks, headers=headers)
     if response.status_code != 200:
         raise slack_error("files.upload", "upload_failed", response.status_code)
-
-
-async def _scrubbed_length(source: bytes | Path, scrubber: Scrubber) -> int:
-    if isinstance(source, bytes):
-        return len(scrubber.bytes(source))
-    return await asyncio.to_thread(_file_length, source, scrubber)
 
 
 def _file_length(path: Path, scrubber: Scrubber) -> int:
@@ -61,10 +58,11 @@ def _pieces(handle: Any) -> Iterator[bytes]:
         yield chunk
 
 
-async def _scrubbed_chunks(source: bytes | Path, stream: ByteStream) -> AsyncIterator[bytes]:
-    if isinstance(source, bytes):
-        yield stream.feed(source) + stream.end()
-        return
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def _scrubbed_chunks(source: Path, stream: ByteStream) -> AsyncIterator[bytes]:
     handle = await asyncio.to_thread(source.open, "rb")
     try:
         while chunk := await asyncio.to_thread(handle.read, CHUNK):
