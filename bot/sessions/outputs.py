@@ -10,8 +10,10 @@ chunks gets `LeftOut` then, and must drop what it kept of that file.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.units import size_text
 
@@ -92,3 +94,28 @@ async def close_stream(chunks: AsyncIterator[bytes]) -> None:
     close = getattr(chunks, "aclose", None)
     if close is not None:
         await close()
+
+
+async def write_stream(
+    chunks: AsyncIterator[bytes], path: Path, limit: int | None = None
+) -> int | None:
+    """Write a stream to a host file without blocking the event loop; its size, or None
+    (and no file) once it passes `limit`. A failure leaves no file either."""
+    handle = await asyncio.to_thread(path.open, "wb")
+    size = 0
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if limit is not None and size > limit:
+                break
+            await asyncio.to_thread(handle.write, chunk)
+    except BaseException:
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        raise
+    finally:
+        await asyncio.to_thread(handle.close)
+    if limit is not None and size > limit:
+        await close_stream(chunks)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
+        return None
+    return size

@@ -35,7 +35,14 @@ from bot.sessions.events import Outputs, SandboxWaiting
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
 from bot.sessions.notes import STOPPED, fresh_sandbox, not_posted
-from bot.sessions.outputs import DEFAULT_CAPS, LeftOut, OutputBudget, OutputCaps, OutputFile
+from bot.sessions.outputs import (
+    DEFAULT_CAPS,
+    LeftOut,
+    OutputBudget,
+    OutputCaps,
+    OutputFile,
+    write_stream,
+)
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -377,15 +384,7 @@ async def save_outputs(
 
 
 async def _save(chunks: AsyncIterator[bytes], target: Path) -> None:
-    """Write a stream to a local file without blocking the event loop."""
+    """Write a stream to a local file, whole or not at all (never half-written)."""
     partial = target.with_name(target.name + ".part")
-    handle = await asyncio.to_thread(partial.open, "wb")
-    try:
-        async for chunk in chunks:
-            await asyncio.to_thread(handle.write, chunk)
-    except BaseException:
-        await asyncio.to_thread(partial.unlink, missing_ok=True)  # no half-written file
-        raise
-    finally:
-        await asyncio.to_thread(handle.close)
+    await write_stream(chunks, partial)
     await asyncio.to_thread(partial.replace, target)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from bot.errors import SandboxPathError
 from bot.results.charts import Chart, parse_chart
 from bot.results.tables import Table, table_from_csv
 from bot.sessions.events import Outputs
-from bot.sessions.outputs import LeftOut, close_stream
+from bot.sessions.outputs import LeftOut, write_stream
 from bot.slack import render
 from bot.slack.render_canvas import CANVAS_MAX
 from bot.slack.results import TABLES_MAX
@@ -70,7 +69,7 @@ async def collect(files: Outputs) -> Found:
             count += 1
             path = found.folder / f"{count}-{file.name}"  # names are safe, and apart
             try:
-                size = await _spool(file.chunks, path, _limit(file.name))
+                size = await write_stream(file.chunks, path, _limit(file.name))
             except LeftOut as exc:
                 found.left_out.append((file.name, str(exc)))
                 continue
@@ -112,28 +111,6 @@ async def _keep(found: Found, kept: Kept) -> None:
 
 def _limit(name: str) -> int | None:
     return CHART_MAX_BYTES if name.endswith(CHART_SUFFIX) else None
-
-
-async def _spool(chunks: AsyncIterator[bytes], path: Path, limit: int | None) -> int | None:
-    """Write a stream to `path`; its size, or None (and no file) past `limit`."""
-    handle = await asyncio.to_thread(path.open, "wb")
-    size = 0
-    try:
-        async for chunk in chunks:
-            size += len(chunk)
-            if limit is not None and size > limit:
-                await close_stream(chunks)
-                break
-            await asyncio.to_thread(handle.write, chunk)
-    except BaseException:
-        await asyncio.to_thread(path.unlink, missing_ok=True)
-        raise
-    finally:
-        await asyncio.to_thread(handle.close)
-    if limit is not None and size > limit:
-        await asyncio.to_thread(path.unlink, missing_ok=True)
-        return None
-    return size
 
 
 def _is_image(name: str) -> bool:
