@@ -19,9 +19,9 @@ from pathlib import Path
 from bench import sandbox_root
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
+from tests.sessions.test_restarts import settings_env
 from tests.slack_harness import CHANNEL, NO_TIERS, Harness, bot_process, fake_world
 from tests.support import POPULATION_CSV
-from tests.test_restarts import settings_env
 
 
 def last_question(req: ModelRequest) -> str:

@@ -1,0 +1,307 @@
+"""The Python kernel, on both backends (Buddy against the fake Buddy API): state between
+calls, time limits, interrupts, kills, deaths, restarts, charts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxProvider, SandboxSpec
+from bot.sandbox.buddy import BuddyConfig, BuddyProvider
+from bot.sandbox.limits import Limits
+from bot.sandbox.local import LocalProvider
+from tests.fakes.buddy import FakeBuddy
+from tests.support import matplotlib_in_sandbox
+
+GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)
+LOOP_IGNORING_INTERRUPTS = (
+    "import time\n"
+    "while True:\n"
+    "    try:\n"
+    "        time.sleep(10)\n"
+    "    except KeyboardInterrupt:\n"
+    "        print('not stopping')\n"
+)
+
+
+@contextlib.asynccontextmanager
+async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator[SandboxProvider]:
+    if backend == "local":
+        provider: SandboxProvider = LocalProvider(root, Limits(kernel_grace_s=GRACE_S), **options)
+        try:
+            yield provider
+        finally:
+            await provider.close()
+        return
+    async with FakeBuddy(root, boot_delay_s=0.05) as fake:
+        fake.status_lag_s = 0.02
+        config = BuddyConfig(
+            token=fake.token,
+            workspace=fake.workspace,
+            project=fake.project,
+            api_url=fake.base_url,
+            retry_base_delay_s=0.01,
+            poll_interval_s=0.02,
+            kernel_grace_s=GRACE_S,
+            **options,
+        )
+        provider = BuddyProvider(config)
+        try:
+            yield provider
+        finally:
+            await provider.close()
+
+
+@pytest.fixture
+async def sandbox(backend: str, sandbox_root: Path) -> AsyncIterator[Sandbox]:
+    async with provider_on(backend, sandbox_root) as provider:
+        made = await provider.create(SandboxSpec(session_key="kernel"))
+        yield made
+        await made.destroy()
+
+
+async def python(sandbox: Sandbox, code: str, timeout_s: float = 20) -> ExecResult:
+    return await sandbox.run_code("python", code, timeout_s)
+
+
+# -- state --
+
+
+async def test_state_survives_between_calls(sandbox: Sandbox) -> None:
+    first = await python(sandbox, "import json\nrows = [{'n': n} for n in range(5)]")
+    assert (first.status, first.kernel) == ("ok", "started")
+    second = await python(sandbox, "total = sum(r['n'] for r in rows)\njson.dumps(total)")
+    assert (second.status, second.stdout.text, second.kernel) == ("ok", "'10'\n", "kept")
+    # bash is still a process of its own, and sees the files the kernel wrote
+    await python(sandbox, "open('/buddy/work/total.txt', 'w').write(f'{total}\\n');")
+    shell = await sandbox.run_code("bash", "cat /buddy/work/total.txt", 10)
+    assert (shell.stdout.text, shell.kernel) == ("10\n", None)
+
+
+async def test_timeout_interrupts_the_cell_and_keeps_state(sandbox: Sandbox) -> None:
+    started = time.monotonic()
+    result = await python(sandbox, "x = 1\nimport time\ntime.sleep(30)\nx = 2", timeout_s=1)
+    assert (result.status, result.exit_code, result.kernel) == ("timeout", None, "interrupted")
+    assert "KeyboardInterrupt" in result.stderr.text
+    assert "sci_kernel" not in result.stderr.text  # the kernel's own frames are not shown
+    assert time.monotonic() - started < 5
+    after = await python(sandbox, "x")
+    assert (after.stdout.text, after.kernel) == ("1\n", "kept")
+
+
+async def test_a_cell_ignoring_the_interrupt_gets_a_restarted_kernel(sandbox: Sandbox) -> None:
+    await python(sandbox, "x = 1")
+    started = time.monotonic()
+    result = await python(sandbox, LOOP_IGNORING_INTERRUPTS, timeout_s=1)
+    took = time.monotonic() - started
+    assert (result.status, result.kernel) == ("timeout", "restarted")
+    assert "not stopping" in result.stdout.text
+    assert 1 + GRACE_S < took < 6  # the limit, then the grace
+    after = await python(sandbox, "x")
+    assert (after.status, after.kernel) == ("error", "fresh")
+    assert "NameError" in after.stderr.text
+
+
+async def test_cancelling_a_cell_interrupts_it_and_keeps_state(sandbox: Sandbox) -> None:
+    task = asyncio.create_task(python(sandbox, "y = 7\nimport time\ntime.sleep(60)", 120))
+    await asyncio.sleep(1.0)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 3  # interrupted, not waited out or killed
+    after = await python(sandbox, "y")
+    assert (after.stdout.text, after.kernel) == ("7\n", "kept")
+
+
+async def test_cancelling_a_cell_that_will_not_stop_restarts_the_kernel(sandbox: Sandbox) -> None:
+    await python(sandbox, "y = 7")
+    task = asyncio.create_task(python(sandbox, LOOP_IGNORING_INTERRUPTS, 120))
+    await asyncio.sleep(1.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    after = await python(sandbox, "print('alive')\ny")
+    assert (after.stdout.text, after.kernel) == ("alive\n", "fresh")
+    assert "NameError" in after.stderr.text
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "exit_code", "said"),
+    [
+        ("import os\nos._exit(3)", "error", 3, "it exited with code 3"),
+        # What the kernel's OOM killer does to a process
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", None, "memory"),
+        ("import ctypes\nctypes.string_at(0)", "error", 139, "segmentation fault"),
+    ],
+    ids=["exit", "sigkill", "segfault"],
+)
+async def test_a_kernel_that_dies_is_replaced_and_the_model_told(
+    sandbox: Sandbox, code: str, status: str, exit_code: int | None, said: str
+) -> None:
+    await python(sandbox, "kept = 'x'")
+    died = await python(sandbox, code)
+    assert (died.status, died.kernel) == (status, "died")
+    if exit_code is not None:
+        assert died.exit_code == exit_code
+    assert said in died.kernel_note
+    after = await python(sandbox, "print('fresh')\nkept")
+    assert (after.stdout.text, after.kernel) == ("fresh\n", "fresh")
+    assert "NameError" in after.stderr.text
+
+
+async def test_a_memory_blow_up_is_a_memoryerror_and_keeps_state(sandbox: Sandbox) -> None:
+    await python(sandbox, "small = list(range(10))")
+    blown = await python(sandbox, "big = bytearray(64 << 30)")
+    assert (blown.status, blown.kernel) == ("error", "kept")
+    assert "MemoryError" in blown.stderr.text
+    after = await python(sandbox, "len(small)")
+    assert (after.stdout.text, after.kernel) == ("10\n", "kept")
+
+
+async def test_restart_gives_a_clean_kernel(sandbox: Sandbox) -> None:
+    await python(sandbox, "z = 1")
+    await sandbox.restart_kernel()
+    after = await python(sandbox, "z")
+    assert (after.status, after.kernel) == ("error", "started")  # asked for: no note
+    await sandbox.restart_kernel()  # with no kernel running: nothing to do
+    assert (await python(sandbox, "1 + 1")).stdout.text == "2\n"
+
+
+async def test_an_attached_sandbox_has_a_fresh_kernel(backend: str, sandbox_root: Path) -> None:
+    async with provider_on(backend, sandbox_root) as provider:
+        made = await provider.create(SandboxSpec(session_key="restart"))
+        await python(made, "w = 1")
+        if backend == "local":  # the bot restarts: its sandboxes are found again
+            assert isinstance(provider, LocalProvider)
+            await provider.close()
+            provider = LocalProvider(sandbox_root)
+        else:
+            assert isinstance(provider, BuddyProvider)
+            provider = BuddyProvider(provider.config)
+        try:
+            again = await provider.attach(made.id)
+            assert again is not None
+            after = await python(again, "w")
+            assert (after.status, after.kernel) == ("error", "fresh")
+            await again.destroy()
+        finally:
+            await provider.close()
+
+
+async def test_detached_python_runs_outside_the_kernel(sandbox: Sandbox) -> None:
+    await python(sandbox, "v = 1")
+    command_id = await sandbox.start_command("python", "print('v' in dir())")
+    for _ in range(200):
+        state = await sandbox.command_state(command_id)
+        if not state.running:
+            break
+        await asyncio.sleep(0.05)
+    assert state.result.stdout.text == "False\n"
+    assert state.result.kernel is None
+
+
+async def test_plt_show_saves_charts_to_out(sandbox: Sandbox) -> None:
+    if not matplotlib_in_sandbox():
+        pytest.skip("matplotlib is not installed for the sandbox's python3")
+    code = (
+        "import matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3])\n"
+        "plt.show()\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.bar(['a', 'b'], [3, 4])\n"
+        "plt.savefig('/buddy/work/out/mine.png')\n"
+        "plt.figure()\n"
+        "plt.plot([3, 2, 1]);\n"  # left open: saved when the cell ends
+    )
+    result = await python(sandbox, code)
+    assert result.status == "ok", result
+    assert result.stdout.text == (
+        f"[figure saved to {OUT_DIR}/figure-1.png]\n[figure saved to {OUT_DIR}/figure-2.png]\n"
+    )
+    names = sorted(entry.name for entry in await sandbox.list_dir(OUT_DIR))
+    # savefig'd: not twice; each with its chart file (tests/sandbox/kernel/test_kernel_charts.py)
+    assert names == [
+        "figure-1.chart.json",
+        "figure-1.png",
+        "figure-2.chart.json",
+        "figure-2.png",
+        "mine.chart.json",
+        "mine.png",
+    ]
+    png = b"".join([chunk async for chunk in sandbox.download(f"{OUT_DIR}/figure-1.png")])
+    assert png.startswith(b"\x89PNG")
+    # A kernel restart does not overwrite earlier charts.
+    await sandbox.restart_kernel()
+    again = await python(sandbox, "import matplotlib.pyplot as plt\nplt.plot([1]);")
+    assert again.stdout.text == f"[figure saved to {OUT_DIR}/figure-3.png]\n"
+
+
+async def test_without_the_kernel_python_is_a_process_per_call(
+    backend: str, sandbox_root: Path
+) -> None:
+    async with provider_on(backend, sandbox_root, python_kernel=False) as provider:
+        made = await provider.create(SandboxSpec(session_key="no-kernel"))
+        try:
+            await python(made, "u = 1")
+            after = await python(made, "print(u)")
+        finally:
+            await made.destroy()
+    assert (after.status, after.kernel) == ("error", None)
+    assert "NameError" in after.stderr.text
+
+
+async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Path) -> None:
+    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+        config = BuddyConfig(
+            token=fake.token, workspace=fake.workspace, project=fake.project, api_url=fake.base_url
+        )
+        provider = BuddyProvider(config)
+        try:
+            made = await provider.create(SandboxSpec(session_key="contract"))
+            mark = len(fake.requests)
+            await python(made, "a = 1")
+            first = fake.requests[mark:]
+            mark = len(fake.requests)
+            await python(made, "a")
+            second = fake.requests[mark:]
+            await made.destroy()
+        finally:
+            await provider.close()
+    # The first cell starts the kernel (a command left running), then runs as a command.
+    posts = [r for r in first if r.method == "POST"]
+    assert len(posts) == 2 and "sci_kernel.py" in posts[0].json["command"]
+    # A warm cell: one POST and its followed log, whose end says the cell is done.
+    assert [(r.method, r.path.split("/")[-1]) for r in second] == [
+        ("POST", "commands"),
+        ("GET", "logs"),
+    ]
+    assert second[1].query == {"follow": "true"}
+    assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
+
+
+async def test_buddy_cells_survive_5xx_on_their_logs(sandbox_root: Path) -> None:
+    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+        config = BuddyConfig(
+            token=fake.token,
+            workspace=fake.workspace,
+            project=fake.project,
+            api_url=fake.base_url,
+            retry_base_delay_s=0.01,
+        )
+        provider = BuddyProvider(config)
+        try:
+            made = await provider.create(SandboxSpec(session_key="faults"))
+            await python(made, "a = 1")
+            fake.fail_next(3, method="GET", path=r"/logs$", status=502)
+            result = await python(made, "print(a + 1)")
+            await made.destroy()
+        finally:
+            await provider.close()
+    assert (result.status, result.stdout.text, result.kernel) == ("ok", "2\n", "kept")
