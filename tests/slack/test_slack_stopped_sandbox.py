@@ -187,7 +187,8 @@ def _request_line(request: RecordedRequest) -> str | None:
 
 def _header() -> str:
     return (
-        "A Slack thread resumed on a stopped Buddy sandbox (tests/slack/test_slack_stopped_sandbox.py)\n"
+        "A Slack thread resumed on a stopped Buddy sandbox\n"
+        "(tests/slack/test_slack_stopped_sandbox.py)\n"
         "The bot's Slack app (bot.slack.app.serve, as python -m bot runs it) against fake Slack,\n"
         "Messages API and Buddy servers on loopback. The fake Buddy runs commands for real and\n"
         f"stops a sandbox after {IDLE_S:g} s without activity (Buddy's `timeout`, which the bot\n"

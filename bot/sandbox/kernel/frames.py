@@ -13,7 +13,7 @@ from typing import Any
 from bot.sandbox.base import KILL_EXIT, ExecResult, ExecStatus, KernelEvent
 from bot.sandbox.output import CappedBuffer
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "inside"
 KERNEL_MAIN = "sci_kernel.py"
 # The kernel program, copied into the sandbox next to each other (the main file imports
 # the others from its own folder).
@@ -24,6 +24,8 @@ KERNEL_FILES: dict[str, bytes] = {
         "sci_kernel_output.py",
         "sci_kernel_cells.py",
         "sci_kernel_charts.py",
+        "sci_kernel_chart_kinds.py",
+        "sci_kernel_chart_axes.py",
     )
 }
 INTERRUPT = b'{"op": "interrupt"}\n'

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tests.sandbox.kernel.test_kernel import provider_on
 from tests.support import CHECKOUT, matplotlib_in_sandbox
 
 PLT = "import matplotlib.pyplot as plt\nimport numpy as np\n"
-KERNEL = CHECKOUT / "bot" / "sandbox" / "kernel"
+KERNEL = CHECKOUT / "bot" / "sandbox" / "kernel" / "inside"
 
 
 def _charts_module():
@@ -31,7 +32,11 @@ def _charts_module():
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(KERNEL))  # its sibling modules, imported by name as in the sandbox
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(KERNEL))
     return module
 
 

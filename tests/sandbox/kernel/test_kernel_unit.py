@@ -21,7 +21,7 @@ from tests.support import CHECKOUT
 
 def _kernel_module(name: str) -> ModuleType:
     """One of the kernel's own modules, loaded from its file as the sandbox loads it."""
-    path = CHECKOUT / "bot" / "sandbox" / "kernel" / f"{name}.py"
+    path = CHECKOUT / "bot" / "sandbox" / "kernel" / "inside" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

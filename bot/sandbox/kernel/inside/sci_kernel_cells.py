@@ -17,6 +17,7 @@ import sys
 import traceback
 import types
 
+import sci_kernel_chart_kinds
 import sci_kernel_charts
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -113,7 +114,7 @@ class Charts:
 
         def kept_pie(ax, x, *args, **kwargs):
             drawn = pie(ax, x, *args, **kwargs)
-            sci_kernel_charts.keep_pie_values(drawn[0], x, kwargs.get("data"))
+            sci_kernel_chart_kinds.keep_pie_values(drawn[0], x, kwargs.get("data"))
             return drawn
 
         axes.pie = kept_pie
