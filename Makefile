@@ -13,6 +13,8 @@ TEST_EXTRAS := python3-matplotlib python3-pandas redis-server
 # The tests mostly wait (on servers, sandboxes, processes), so they run in workers; one per
 # core, as the disk-quota and CPU-limit tests judge timings a crowded machine would skew.
 TEST_WORKERS ?= 2
+# The program that runs inside the sandbox: its modules import each other by name there.
+KERNEL_MODULES := $(patsubst %,-m %,$(basename $(notdir $(wildcard bot/sandbox/kernel/inside/sci_kernel*.py))))
 
 .PHONY: run test lint bench system system-extras test-extras clean
 
@@ -44,6 +46,8 @@ run: system system-extras $(BIN)/.installed
 test: system test-extras $(BIN)/.installed
 	$(BIN)/ruff check bot tests bench
 	$(BIN)/ruff format --check bot tests bench
+	$(BIN)/mypy
+	MYPYPATH=bot/sandbox/kernel/inside $(BIN)/mypy $(KERNEL_MODULES)
 	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 bench: system system-extras $(BIN)/.installed

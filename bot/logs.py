@@ -10,6 +10,7 @@ from bot.scrub import Scrubber, install_log_scrubbing
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+# generic only in the type stubs: subscripting it at run time would fail
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """Ours, so setting logging up again replaces it instead of writing each line twice."""
 

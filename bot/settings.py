@@ -215,6 +215,7 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Read the settings once; a bad value becomes one ConfigError line naming the variable."""
     try:
+        # overrides are checked by pydantic as the environment is: a bad one is a ConfigError
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None

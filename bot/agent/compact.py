@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 from anthropic.types import Message
+from anthropic.types.beta import BetaMessage
 
 from bot.agent.model import RetryPolicy, create_message
 from bot.agent.trim import VARIABLES, blocks
@@ -46,7 +47,7 @@ async def summarise(
     budget_chars: int,
     max_tokens: int,
     retry: RetryPolicy,
-) -> tuple[str, Message]:
+) -> tuple[str, Message | BetaMessage]:
     """The model's summary of `history` (a transcript of at most `budget_chars`)."""
     text = transcript(history, budget_chars)
     params = {
@@ -113,7 +114,8 @@ def _latest_exchange(history: list[dict[str, Any]]) -> str:
 
 
 def _code(block: dict[str, Any]) -> str:
-    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    given = block.get("input")
+    args: dict[str, Any] = given if isinstance(given, dict) else {}
     if "code" in args:
         return f"{args.get('language', '')}\n{args['code']}"
     return ", ".join(f"{k}={v}" for k, v in args.items())

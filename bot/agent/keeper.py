@@ -151,5 +151,6 @@ def _rewrite(
 ) -> Rewrite:
     replaced = trim.changed(new, old) if kind == "cleared" else old
     archive = {"at": time.time(), "reason": f"{kind} by {by}", "messages": replaced}
+    # `kind` is one of ContextTrimmed's kinds: the callers pass literals, typed here as str
     event = ContextTrimmed(kind, by, before, after, items)  # type: ignore[arg-type]
     return Rewrite(new, archive, event, summary_call)

@@ -258,7 +258,7 @@ class Agent:
         try:
             message = await create_message(self._client, params, self._config.retry)
         except ModelError as exc:
-            if self._keeper is None or not self._keeper.editing.refused(exc.__cause__ or exc):
+            if self._keeper is None or not self._keeper.editing.refused(_cause(exc)):
                 raise
             params = {k: v for k, v in params.items() if k not in ("betas", "context_management")}
             message = await create_message(self._client, params, self._config.retry)
@@ -421,3 +421,8 @@ class Agent:
             self.history[-1]["content"].extend(blocks)
         else:
             self.history.append({"role": role, "content": list(blocks)})
+
+
+def _cause(exc: Exception) -> Exception:
+    """The API error behind `exc` (the SDK's, when the bot wrapped it), else `exc`."""
+    return exc.__cause__ if isinstance(exc.__cause__, Exception) else exc

@@ -73,7 +73,8 @@ class RetryPolicy:
     max_delay_s: float = 20.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.base_delay_s * 2**attempt, self.max_delay_s) * random.uniform(0.75, 1.0)
+        ceiling = float(min(self.base_delay_s * 2**attempt, self.max_delay_s))
+        return ceiling * random.uniform(0.75, 1.0)
 
 
 async def create_message(

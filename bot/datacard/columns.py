@@ -36,7 +36,7 @@ class ColumnProfile:
         self.labels = labels  # look for aggregate labels (World, Total) in this column
         self.kinds: Counter[str] = Counter()
         self.empty = 0
-        self.numbers = [0, 0, None, None]  # count, sum, min, max
+        self.numbers: list[Any] = [0, 0, None, None]  # count, sum, min, max
         self.dates: list[Any] = [None, None, None, None, 0, 0]  # lo/hi d-m, lo/hi m-d, bad
         self.distinct = Distinct()
         self.top = TopK()
@@ -152,8 +152,9 @@ class ColumnProfile:
             self.kinds["date"] += len(present)
             self._add_date(min(present), max(present), 0)
             return True
-        keys = list(map(date_keys, present))
-        if None in keys:
+        found = list(map(date_keys, present))
+        keys = [key for key in found if key is not None]
+        if len(keys) < len(found):
             return False
         for key in keys:
             self.kinds["datetime" if key[2] else "date"] += 1

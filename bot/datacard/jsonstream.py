@@ -22,9 +22,10 @@ class JsonEngine(Protocol):
     batch: Any
     count: int
     json: Any
-    malformed: Any
 
     def stop(self, *args: Any) -> Any: ...
+
+    def malformed(self, kind: str, row: int, why: str) -> None: ...
 
 
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -38,7 +39,7 @@ def advance(e: JsonEngine, final: bool) -> None:
         steps += 1
         if not steps % 4096:
             check()
-        e.pos = _SPACE.match(e.text, e.pos).end()
+        e.pos = _space_end(e.text, e.pos)
         if e.pos >= len(e.text):
             break
         step = _STEPS[e.state]
@@ -143,7 +144,7 @@ def _close(e: JsonEngine) -> bool:
 
 
 def _finish(e: JsonEngine, final: bool) -> None:
-    e.pos = _SPACE.match(e.text, e.pos).end()
+    e.pos = _space_end(e.text, e.pos)
     if e.pos < len(e.text):
         e.stop("Extra data after the JSON document: not profiled.")
     elif e.array_key is None and e.members:  # an object with no array: one record
@@ -190,3 +191,10 @@ _STEPS = {
     "value": _member,
     "next key": _next_key,
 }
+
+
+def _space_end(text: str, pos: int) -> int:
+    """Where the whitespace at `pos` ends (the pattern matches the empty string too)."""
+    match = _SPACE.match(text, pos)
+    assert match is not None
+    return match.end()

@@ -62,7 +62,9 @@ def _card(meta: dict[int, Any], name: str, size: int) -> DataCard:
     for column in card.columns:
         if column.name in stats:
             column.empty = stats[column.name]
+            # both are counts once the footer gave stats (the fields allow None before)
             column.count = card.rows - column.empty  # type: ignore[operator]
+    # the footer's row count is an int (meta field 3)
     card.profiled_rows = card.rows if stats else 0  # type: ignore[assignment]
     card.profiled_from = "stats"
     writer = meta.get(6, b"").decode("utf-8", "replace")
@@ -172,6 +174,6 @@ def _moment(value: int, logical: str) -> str | None:
 
 def _widen(column: ColumnCard, at: int, value: Any) -> None:
     if at == 0:
-        column.low = value if column.low is None else min(column.low, value)  # type: ignore[type-var]
+        column.low = value if column.low is None else min(column.low, value)
     else:
-        column.high = value if column.high is None else max(column.high, value)  # type: ignore[type-var]
+        column.high = value if column.high is None else max(column.high, value)

@@ -139,7 +139,8 @@ def _distinct(c: ColumnCard) -> str:
 
 
 def _inline(card: DataCard, room: int) -> str:
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for i, c in enumerate(card.columns):
         item = f"{c.name} ({c.type})"
         if used + len(item) + 2 > room:

@@ -76,14 +76,14 @@ class RecordScanner:
             return self._check(bare, end)
         cut = bare.rfind(b"\n", 0, opened.start()) + 1
         done = self._check(bare[:cut], cut)
-        done.end = self._records.match(region).end()  # the same record, in the raw bytes
+        done.end = _matched(self._records.match(region)).end()  # the same record, raw
         done.open_quote = True
         return done
 
     def _dense(self, region: bytes) -> Scanned:
         done, pos = Scanned(0, 0), 0
         while pos < len(region):
-            run_end = self._run.match(region, pos).end()
+            run_end = _matched(self._run.match(region, pos)).end()
             done.records += region.count(b"\n", pos, run_end)
             pos = run_end
             if pos == len(region):
@@ -132,3 +132,9 @@ class RecordScanner:
             blank = stripped.count(b"") if want else 0
         ragged = (i for i, n in enumerate(fields) if n != want and stripped[i])
         return Scanned(end, records, list(islice(ragged, LOCATED)), odd - blank, blank)
+
+
+def _matched(match: re.Match[bytes] | None) -> re.Match[bytes]:
+    """A match of a pattern that matches anywhere (it may match nothing)."""
+    assert match is not None
+    return match

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import time
 import zlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from bot.datacard import budget
 from bot.datacard.budget import OverBudget
@@ -18,6 +18,7 @@ from bot.datacard.kinds import unpacked_name
 from bot.datacard.profiler import Profiler
 from bot.datacard.whole import given_up
 
+T = TypeVar("T")
 BATCH = 1 << 20  # bytes handed to a worker thread at a time
 GZIP_RATIO = 200  # unpacked bytes per packed byte beyond which a gzip file is a bomb
 GZIP_SLACK = 8 << 20  # unpacked bytes always allowed, whatever the ratio (small files)
@@ -98,7 +99,7 @@ class CardTap:
         if data and not self.failed and self.over is None:
             self._running = asyncio.ensure_future(self._held(self._safe_feed, data))
 
-    async def _held(self, work: Any, *args: Any) -> Any:
+    async def _held(self, work: Callable[..., T], *args: Any) -> T:
         """`work` in the cards' pool, the time the stream waits for it counted."""
         start = time.monotonic()
         try:

@@ -128,7 +128,9 @@ def _top(
     """The sheet's dimension (first column, columns, rows) if it records one, its first
     rows, and whether the workbook's element budget cut them short. Each element read is
     dropped from the tree (a cell once its value is taken): memory stays flat."""
-    dimension, rows, row = None, [], None
+    dimension = None
+    rows: list[list[Any]] = []
+    row: list[Any] | None = None
     path: list[Any] = []  # the elements open, outermost first
     in_cell = 0
     for event, elem in _events(book, part, name):
@@ -176,6 +178,7 @@ def _size(ref: str) -> tuple[int, int, int] | None:
     corners = [split_ref(p) for p in ref.split(":")]
     if None in corners:
         return None
+    # no None left among them (checked above); the checker cannot narrow a list's items
     (c1, r1), (c2, r2) = corners[0], corners[-1]  # type: ignore[misc]
     return c1, c2 - c1 + 1, r2 - r1 + 1
 

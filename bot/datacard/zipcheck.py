@@ -111,6 +111,7 @@ class Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    # narrower than RawIOBase's buffer type: zipfile hands it only these
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.raw.read(min(len(buffer), self.left + 1))
         if len(data) > self.left:

@@ -35,6 +35,7 @@ from bot.sessions.retry import Backoff
 from bot.sessions.run import (
     RecordingView,
     end_run,
+    error_of,
     execute,
     observed,
     outcome_of,
@@ -89,12 +90,11 @@ class Engine:
         # while the thread leaves memory (its lease may still be held here)
         self._tokens: dict[str, int] = {}
         self.accepting = True
-        shared = {"claim": claim, "release": release}
         self._lifecycle = Lifecycle(
             self._threads, self._load, store, sessions.provider, view_for,
             idle_timeout_s=idle_timeout_s, idle_action=idle_action, retain_s=retain_s,
             live_runs=self._live_runs, repair_grace_s=repair_grace_s, clock=clock,
-            **{k: v for k, v in shared.items() if v is not None},
+            claim=claim, release=release,
         )  # fmt: skip
 
     # -- lifecycle: what a front end starts, and what it is told --
@@ -383,7 +383,7 @@ class Engine:
             )
             await asyncio.wait([thread.current])  # a Stop cancels the run, not the worker
             if refused(thread.current):  # its new owner ends the run: nothing to write here
-                raise thread.current.exception()  # type: ignore[misc]
+                raise error_of(thread.current)
             result, outcome = outcome_of(thread.current, self.accepting)
             await self._end_run(run_id, outcome, thread.token)
         finally:

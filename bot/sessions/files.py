@@ -10,7 +10,6 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.datacard import CardTap, DataCard
 from bot.errors import BotError
@@ -44,7 +43,7 @@ class Tap:
     card: CardTap | None = None
     size: int = 0
     _head: bytearray = field(default_factory=bytearray)
-    _digest: Any = field(default_factory=hashlib.sha256)
+    _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
     _pending: bytearray = field(default_factory=bytearray)
 
     async def through(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -59,13 +59,13 @@ class Lifecycle:
         live_runs: Collection[str] = frozenset(),
         repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
-        claim: Claim = _always,
-        release: Release = _nothing,
+        claim: Claim | None = None,
+        release: Release | None = None,
     ) -> None:
         # A thread this process does not hold is reaped only once claimed (with replicas,
         # its owner might be using it), and let go again after.
-        self.claim = claim
-        self.release = release
+        self.claim = claim or _always
+        self.release = release or _nothing
         self._threads = threads
         self._load = load
         self._store = store
@@ -325,12 +325,12 @@ class Lifecycle:
         """Let running turns finish within `grace_s`, cancel the rest (recorded as
         interrupted) and wait for the workers. Returns the keys whose runs were cut."""
         self.stop_reaper()
-        running = {k: t.current for k, t in self._threads.items() if t.running}
+        running = {k: t.current for k, t in self._threads.items() if t.running and t.current}
         if running:
-            await asyncio.wait(running.values(), timeout=grace_s)  # type: ignore[arg-type]
-        cut = [key for key, task in running.items() if task and not task.done()]
+            await asyncio.wait(running.values(), timeout=grace_s)
+        cut = [key for key, task in running.items() if not task.done()]
         for key in cut:
-            running[key].cancel()  # type: ignore[union-attr]
+            running[key].cancel()
         workers = [t.worker for t in self._threads.values() if t.worker]
         await asyncio.gather(*workers, return_exceptions=True)
         return cut

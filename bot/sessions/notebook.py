@@ -90,14 +90,14 @@ def _sections(
     sections: list[tuple[str, RunRecord | None, str]] = []
     placed: set[str] = set()
     for i, segment in enumerate(segments):
-        run = owner.get(i)
-        if run is None:
+        owned = owner.get(i)
+        if owned is None:
             if segment.answer:
                 sections.append((segment.question, None, segment.answer))
-        elif run.run_id not in placed:
-            placed.add(run.run_id)
-            parts = [segments[k].answer for k in sorted(owner) if owner[k] is run]
-            sections.append((run.question, run, next((a for a in reversed(parts) if a), "")))
+        elif owned.run_id not in placed:
+            placed.add(owned.run_id)
+            parts = [segments[k].answer for k in sorted(owner) if owner[k] is owned]
+            sections.append((owned.question, owned, next((a for a in reversed(parts) if a), "")))
     return sections + [(run.question, run, "") for run in lost]
 
 

@@ -47,7 +47,7 @@ async def thread_notebook(
     )
 
 
-def chart_steps(calls: Sequence[ToolCallRecord], charts: Mapping[str, bytes]) -> dict:
+def chart_steps(calls: Sequence[ToolCallRecord], charts: Mapping[str, bytes]) -> dict[str, Any]:
     """Each chart under the step that saved it: the latest step whose code or output names
     its file (the kernel prints "[figure saved to …/figure-1.png]"; savefig names it)."""
     images: dict[str, list[bytes]] = {}

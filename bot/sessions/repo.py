@@ -6,11 +6,11 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from bot.errors import BotError
+from bot.networks import Network
 from bot.sandbox.repo_net import (
     ALLOWED_PORTS,
     NO_RULES,
     FetchRules,
-    Network,
     RepoRefused,
     check_port,
     resolve_checked,

@@ -50,8 +50,9 @@ def failure(exc: Exception) -> RunFailed:
         reason = f"{exc} (ref {error_ref(exc, 'run failed')})"
     else:
         reason = f"Something went wrong on my side (ref {error_ref(exc, 'run crashed')})."
-    cause = "sandbox" if isinstance(exc, SandboxError) else None
-    return RunFailed(reason, 0, Usage(), 0.0, cause=cause)
+    if isinstance(exc, SandboxError):
+        return RunFailed(reason, 0, Usage(), 0.0, cause="sandbox")
+    return RunFailed(reason, 0, Usage(), 0.0)
 
 
 async def ask_watching_sandbox(
@@ -65,7 +66,7 @@ async def ask_watching_sandbox(
         if ready.done() and not ready.cancelled() and ready.exception() and not ask.done():
             ask.cancel()
             await asyncio.wait([ask])
-            raise ready.exception()  # type: ignore[misc]
+            raise error_of(ready)
         return await ask
     finally:
         for task in (ask, ready):
@@ -219,3 +220,10 @@ def outcome_of(task: asyncio.Task[RunResult], accepting: bool) -> tuple[RunResul
         return None, "failed"
     result = task.result()
     return result, "finished" if isinstance(result, RunFinished) else "failed"
+
+
+def error_of(task: asyncio.Future[Any]) -> BaseException:
+    """The exception a finished, uncancelled task raised (the caller checked it has one)."""
+    error = task.exception()
+    assert error is not None
+    return error

@@ -89,7 +89,7 @@ class Session:
         self.agent = make_agent(self.sandbox)
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
-        self._background: asyncio.Task[None] | None = None
+        self._background: asyncio.Future[None] | None = None
         self._reporter: RunView | None = None  # the run's, while one goes
 
     @property
@@ -114,6 +114,7 @@ class Session:
         """Take over a sandbox that already holds these files (after a restart)."""
         future: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
         future.set_result(sandbox)
+        # a finished future stands for the task that made it: only awaited and asked done()
         self._sandbox_task = future  # type: ignore[assignment]
         self._sandboxes_made = 1
         self.intakes = list(intakes)
@@ -141,6 +142,7 @@ class Session:
         """A new sandbox waiting for one of the MAX_SANDBOXES slots: the run says so, once."""
         while self._reporter is not None and not task.done():
             if held_back := self._provider.waiting_for_slot(self.key):
+                # the reporter takes the engine's events as well as the model loop's
                 await self._reporter(SandboxWaiting(held_back))  # type: ignore[arg-type]
                 return
             await asyncio.wait({task}, timeout=0.25)
@@ -314,7 +316,7 @@ class Session:
 
     def _report_sandbox(self, task: asyncio.Task[Sandbox]) -> None:
         if self._on_sandbox is not None and not task.cancelled() and not task.exception():
-            self._background = asyncio.create_task(self._on_sandbox(task.result().id))
+            self._background = asyncio.ensure_future(self._on_sandbox(task.result().id))
 
     def _upload_later(
         self, path: str, chunks: AsyncIterator[bytes], spooled: Spooled | None = None

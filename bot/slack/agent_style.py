@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import notes, render, render_stream
@@ -54,7 +55,7 @@ class AgentStyle:
         self.notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
         self._refresher: asyncio.Task[None] | None = None
-        self._run_task: asyncio.Task | None = None  # the run's own task, to stop it
+        self._run_task: asyncio.Task[None] | None = None  # the run's own task, to stop it
         self._worked = False  # a step ran: the answer gets Show work and Notebook
 
     @property
@@ -118,7 +119,7 @@ class AgentStyle:
         await self._end()
         await self._finish(notes.failed(message), [])
 
-    async def _finish(self, text: str, blocks: list) -> None:
+    async def _finish(self, text: str, blocks: list[Any]) -> None:
         """The last words; the session goes `active` with the stream's stop where it can
         (else the run view sets it)."""
         status = ACTIVE if self._in_session else None

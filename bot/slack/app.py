@@ -161,7 +161,7 @@ class LinkWatch:
             return
         self.off.set()
         # its own task: this runs in the client's receive task, which closing cancels
-        self._closing = asyncio.create_task(self._client.close())
+        self._closing = asyncio.create_task(self._client.close())  # type: ignore[no-untyped-call]  # slack-sdk leaves it unannotated
 
 
 def _link_disabled(message: aiohttp.WSMessage) -> bool:
@@ -245,7 +245,8 @@ async def serve(
             sweeper.start()
         engine.start_reaper()
         pruner.start()
-        await asyncio.wait_for(handler.connect_async(), CONNECT_TIMEOUT_S)
+        connecting = handler.connect_async()  # type: ignore[no-untyped-call]  # unannotated in slack-bolt
+        await asyncio.wait_for(connecting, CONNECT_TIMEOUT_S)
         log.info(
             "Connected to Slack (Socket Mode); sandboxes: %s; replica %s",
             settings.backend,
@@ -257,7 +258,8 @@ async def serve(
     finally:
         health.draining = True  # load balancers stop sending work here first
         try:
-            await handler.close_async()  # no new events from here on
+            # no new events from here on (unannotated in slack-bolt)
+            await handler.close_async()  # type: ignore[no-untyped-call]
             if takeover is not None:
                 takeover.cancel()
             await sweeper.stop()

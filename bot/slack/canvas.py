@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from bot.slack import render_canvas
 from bot.slack.threads import ThreadRef
@@ -69,7 +70,7 @@ class ReportCanvases:
         return canvas_id
 
     async def _write(
-        self, ref: ThreadRef, saved: dict, document: str, digest: str, title: str
+        self, ref: ThreadRef, saved: dict[str, Any], document: str, digest: str, title: str
     ) -> str:
         if saved.get("id") and saved.get("sha") == digest:
             return str(saved["id"])  # the report did not change
@@ -105,7 +106,7 @@ class ReportCanvases:
         except SlackError as exc:
             log.warning("could not delete canvas %s: %s", canvas_id, exc.code)
 
-    async def _saved(self, key: str) -> dict:
+    async def _saved(self, key: str) -> dict[str, Any]:
         record = await self._store.get_session(key) if self._store else None
         try:
             saved = json.loads(record.canvas) if record and record.canvas else {}
@@ -113,7 +114,7 @@ class ReportCanvases:
             return {}
         return saved if isinstance(saved, dict) else {}
 
-    async def _save(self, key: str, canvas: dict) -> None:
+    async def _save(self, key: str, canvas: dict[str, Any]) -> None:
         if self._store is None:
             return
         try:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import notes, render
@@ -85,7 +86,7 @@ class ClassicStyle:
             text, blocks = self._status(label, stoppable=stoppable)
             self._web.edits.edit(self._channel, self._status_ts, text, blocks)
 
-    def _status(self, label: str, *, stoppable: bool) -> tuple[str, list[dict]]:
+    def _status(self, label: str, *, stoppable: bool) -> tuple[str, list[dict[str, Any]]]:
         text = render.status_line(label, len(self._messages), self.elapsed_s)
         return text, render.status(text, run_id=self._run_id if stoppable else None)
 

@@ -184,9 +184,9 @@ class SlackListeners:
                 args = (message["run_id"], message["user"], message["channel"])
                 await self._stop(*args, message.get("thread_ts"))
             case "session_stop":
-                ref = ThreadRef.parse(message["key"])
-                if ref is not None:
-                    await self._session_stop(ref, message["user"])
+                stopped = ThreadRef.parse(message["key"])
+                if stopped is not None:
+                    await self._session_stop(stopped, message["user"])
             case "continue":
                 click = Click(**message["click"])
                 await self._continue(message["key"], message["grant_id"], click)
@@ -276,7 +276,7 @@ class SlackListeners:
             self._arriving.pop(arriving, None)
 
     async def _take_in(
-        self, ref: ThreadRef, event: dict[str, Any], question: str, files: list
+        self, ref: ThreadRef, event: dict[str, Any], question: str, files: list[Any]
     ) -> None:
         agent = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
@@ -295,7 +295,7 @@ class SlackListeners:
         elif question:
             await self.engine.ask(ref.key, question, user=event.get("user", ""))
 
-    async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list) -> bool:
+    async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list[Any]) -> bool:
         """Show at once that the question was seen: the agent session's `processing` where
         there are sessions, then in the agent style the thread's status unless the session
         shows it (True), else :eyes: on the message."""

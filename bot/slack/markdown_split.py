@@ -35,7 +35,9 @@ def _blocks(text: str, most: int) -> list[str]:
 
 
 def _paragraphs(text: str) -> list[str]:
-    paragraphs, current, fenced = [], [], False
+    paragraphs: list[str] = []
+    current: list[str] = []
+    fenced = False
     for line in text.split("\n"):
         if line.strip().startswith("```"):
             fenced = not fenced

@@ -160,7 +160,7 @@ def work_buttons(run_id: str) -> dict[str, Any]:
 
 def answer_messages(
     result: RunFinished, duration_s: float, run_id: str | None = None
-) -> list[tuple[str, list[dict]]]:
+) -> list[tuple[str, list[dict[str, Any]]]]:
     """The answer as one or more messages of markdown blocks; the footer on the last, and
     with `run_id` (a run that ran steps) the Show work and Notebook buttons under it."""
     parts = markdown_split.split(result.answer)
@@ -204,7 +204,7 @@ def answer_end(
     return [context(footer(result, duration_s)), *work, feedback(run_id)]
 
 
-def markdown_posts(parts: list[str], blocks: list[dict[str, Any]]) -> list[tuple[str, list]]:
+def markdown_posts(parts: list[str], blocks: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
     """Markdown pieces as plain messages (text, blocks), `blocks` under the last."""
     parts = [p for p in parts if p.strip()] or [" "]
     last = len(parts) - 1

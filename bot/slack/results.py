@@ -67,7 +67,7 @@ class ResultsPoster:
     def __init__(self, web: SlackWeb, surfaces: Surfaces) -> None:
         self._web, self._surfaces = web, surfaces
 
-    async def post(self, ref: ThreadRef, data: AnswerData, taken: set[str]) -> list[dict]:
+    async def post(self, ref: ThreadRef, data: AnswerData, taken: set[str]) -> list[dict[str, Any]]:
         """Post `data` under the answer; returns the CSV uploads of tables cut to fit
         (named apart from `taken`, the other files' names)."""
         charts = [(c, b) for c in data.charts[:CHARTS_MAX] if (b := _block(c)) is not None]
@@ -91,7 +91,7 @@ class ResultsPoster:
         self,
         ref: ThreadRef,
         table: tuple[Table, str] | None,
-        charts: list[tuple[Chart, dict]],
+        charts: list[tuple[Chart, dict[str, Any]]],
         canvas_id: str | None,
     ) -> bool:
         """One message; whether its table was cut. Falls back as the workspace requires."""
@@ -125,7 +125,7 @@ class ResultsPoster:
 
 def _message(
     table: tuple[Table, str] | None,
-    charts: list[tuple[Chart, dict]],
+    charts: list[tuple[Chart, dict[str, Any]]],
     canvas_id: str | None,
     shape: Shape,
 ) -> tuple[str, list[dict[str, Any]], bool]:
@@ -158,7 +158,7 @@ def _plain(text: str, limit: int) -> str:
     return PART_ENTITY.sub("", escaped[: limit - 1]) + "…"
 
 
-def _block(chart: Chart) -> dict | None:
+def _block(chart: Chart) -> dict[str, Any] | None:
     block, why = render_data.chart_block(chart)
     if block is None:
         log.info("chart %s stays an image: %s", chart.image, why)

@@ -20,7 +20,7 @@ TAKEOVER_MARGIN_S = 5.0  # past the lease: a silent owner's lease has lapsed by 
 RETRY_S = 0.5
 SILENT_TIMES = 2  # a pub/sub message reaches every replica that listens, or none
 
-Adopt = Callable[[str], Awaitable[None]]  # a thread just taken over: drop what is stale
+Adopt = Callable[[str], Awaitable[object]]  # a thread just taken over: drop what is stale
 
 
 class Router:

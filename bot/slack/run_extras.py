@@ -61,7 +61,7 @@ class RunExtras:
         self.finished: RunFinished | None = None
         self.answer_tables: list[Table] = []  # the answer's tables, shown after it
 
-    async def say(self, text: str, blocks: list[dict] | None = None) -> None:
+    async def say(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         await self._web.post(self._ref.channel, self._ref.ts, text, blocks)
 
     async def outputs(self, files: Outputs, streamed: AgentStyle | None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+from typing import Any
 
 from bot.agent.events import (
     ContextTrimmed,
@@ -147,8 +148,8 @@ class SlackRunView:
 
     def _lose_channel(self, error: str) -> None:
         self._gone = True
-        for style in {self._style, self._streamed} - {None}:
-            style.abandon()  # type: ignore[union-attr]
+        for style in {s for s in (self._style, self._streamed) if s is not None}:
+            style.abandon()
         log.warning(
             "Slack answered %s for channel %s: the bot is not in it (any more), so the work in "
             "thread %s stops here. Invite the bot back to the channel to go on.",
@@ -204,7 +205,7 @@ class SlackRunView:
         if sessions is not None and sessions.status(self._ref) != PROCESSING:
             await sessions.set(self._ref, PROCESSING)
         if self._agent is not None and self._agent.allowed(self._ref.team):
-            extra: dict = {"refresh_s": self._refresh_s} if self._refresh_s else {}
+            extra: dict[str, Any] = {"refresh_s": self._refresh_s} if self._refresh_s else {}
             agent = AgentStyle(
                 self._agent, self._ref, event.run_id, event.user, sessions=sessions, **extra
             )

@@ -40,7 +40,9 @@ async def check_slack(bot_token: str, app_token: str, api_url: str) -> dict[str,
     return identity
 
 
-async def _checked(api_url: str, setting: str, help_text: str, **token: str) -> dict | None:
+async def _checked(
+    api_url: str, setting: str, help_text: str, **token: str
+) -> dict[str, Any] | None:
     try:
         return await probe(api_url, CHECK_TIMEOUT_S, **token)
     except (SlackError, TimeoutError, aiohttp.ClientError, OSError) as exc:

@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,9 @@ class Surfaces:
         known = self._teams.get(team, Shape())
         return Shape(known.table_kind, known.charts)
 
-    def refused(self, team: str, shape: Shape, blocks: list[dict], messages: Iterable[str]) -> bool:
+    def refused(
+        self, team: str, shape: Shape, blocks: list[dict[str, Any]], messages: Iterable[str]
+    ) -> bool:
         """Slack refused `blocks` (invalid_blocks, its `messages`): move `shape` on to its
         next fallback and learn it for the team when the block itself was refused.
         False when there is nothing left to fall back to."""
@@ -79,7 +82,9 @@ class Surfaces:
             )  # fmt: skip
 
 
-def _blamed(blocks: list[dict], messages: list[str], shape: Shape) -> tuple[str | None, bool]:
+def _blamed(
+    blocks: list[dict[str, Any]], messages: list[str], shape: Shape
+) -> tuple[str | None, bool]:
     """(the block type Slack blamed, whether it blamed the block as a whole). Without a
     pointer to one of ours, charts are blamed first, then the table."""
     for message in messages:

@@ -57,7 +57,7 @@ def session_from(fields: dict[str, str]) -> SessionRecord | None:
     if not fields:
         return None
     values = {name: json.loads(fields[name]) for name in (*SESSION_FIELDS, *_SESSION_FLOATS)}
-    ints = {name: int(fields.get(name, "0")) for name in _SESSION_INTS}
+    ints: dict[str, Any] = {name: int(fields.get(name, "0")) for name in _SESSION_INTS}
     # absent from hashes written before them
     canvas = json.loads(fields.get("canvas", '""'))
     chart_files = json.loads(fields.get("chart_files", '""'))

@@ -176,7 +176,7 @@ async def prune(
     if runs_before is not None:
         offset = 0
         while True:
-            args = [repr(float(runs_before)), offset, BATCH, dry]
+            args: list[str | int] = [repr(float(runs_before)), offset, BATCH, dry]
             *counts, seen = await scripts["PRUNE_RUNS"](keys=[], args=args)
             total += Pruned(*counts)
             offset += seen if dry_run else 0  # deleted ones leave the index
@@ -210,6 +210,6 @@ async def migrate(client: Redis, keys: Keys) -> None:
         if key is None:
             continue
         run_id = name.removeprefix(f"{keys.prefix}run:")
-        await client.zadd(keys.session_runs(json.loads(key)), {run_id: float(started)})
+        await client.zadd(keys.session_runs(json.loads(key)), {run_id: float(started or 0)})
         if ended not in (None, "null"):
             await client.zadd(keys.ended, {run_id: float(ended)})

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -85,7 +85,7 @@ class RedisStore:
         session = self.keys.session(record.key)
         with self._errors():
             async with self._db.pipeline(transaction=True) as tx:
-                tx.hset(session, mapping=codec.session_fields(record))
+                tx.hset(session, mapping=_wire(codec.session_fields(record)))
                 tx.hsetnx(session, "granted_usd", "0")  # the store's own: kept on a save
                 tx.hsetnx(session, "cost_usd", "0")
                 tx.hsetnx(session, "prompt_tokens", "0")
@@ -97,11 +97,11 @@ class RedisStore:
 
     async def get_session(self, key: str) -> SessionRecord | None:
         with self._errors():
-            return codec.session_from(await self._db.hgetall(self.keys.session(key)))
+            return codec.session_from(_text(await self._db.hgetall(self.keys.session(key))))
 
     async def list_sessions(self) -> list[SessionRecord]:
         with self._errors():
-            keys = await self._db.smembers(self.keys.sessions)
+            keys = _texts(await self._db.smembers(self.keys.sessions))
             found = await self._hashes([self.keys.session(key) for key in keys])
         records = [r for fields in found if (r := codec.session_from(fields))]
         return sorted(records, key=lambda r: (-r.last_activity, r.key))
@@ -165,7 +165,7 @@ class RedisStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._errors():
-            return codec.run_from(await self._db.hgetall(self.keys.run(run_id)))
+            return codec.run_from(_text(await self._db.hgetall(self.keys.run(run_id))))
 
     async def runs(self, key: str) -> list[RunRecord]:
         # The session's turns name its runs (each entry is [id, run_id, ...]).
@@ -209,7 +209,7 @@ class RedisStore:
 
     async def runs_in_flight(self) -> list[RunRecord]:
         with self._errors():
-            run_ids = await self._db.zrange(self.keys.in_flight, 0, -1)
+            run_ids = _texts(await self._db.zrange(self.keys.in_flight, 0, -1))
             found = await self._hashes([self.keys.run(run_id) for run_id in run_ids])
         # A run that ended between the two reads is left out.
         return [r for fields in found if (r := codec.run_from(fields)) and r.outcome is None]
@@ -256,7 +256,7 @@ class RedisStore:
         indexes += [self.keys.spend_by_user(user)] if user is not None else []
         with self._errors():
             ranges = [
-                set(await self._db.zrangebyscore(index, since, "+inf"))
+                set(_texts(await self._db.zrangebyscore(index, since, "+inf")))
                 for index in indexes or [self.keys.spend]
             ]
         # Both filters: the turns in both indexes. Summed in the order they were recorded.
@@ -270,7 +270,7 @@ class RedisStore:
     ) -> list[SessionRecord]:
         upto = "+inf" if quiet_since is None else quiet_since
         with self._errors():
-            keys = await self._db.zrevrangebyscore(self.keys.sandboxed, upto, "-inf")
+            keys = _texts(await self._db.zrevrangebyscore(self.keys.sandboxed, upto, "-inf"))
             found = await self._hashes([self.keys.session(key) for key in keys])
         records = [r for fields in found if (r := codec.session_from(fields)) and r.sandbox_id]
         return sorted(records, key=lambda r: (-r.last_activity, r.key))
@@ -320,7 +320,7 @@ class RedisStore:
 
     async def _list(self, name: str) -> list[str]:
         with self._errors():
-            return await self._db.lrange(name, 0, -1)
+            return _texts(await self._db.lrange(name, 0, -1))
 
     @staticmethod
     @contextlib.contextmanager
@@ -348,3 +348,19 @@ _SCRIPTS = (
     "START_RUN", "END_RUN", "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
     "TAKE_QUEUED", "RECORD_FIGURES",
 )  # fmt: skip
+
+
+def _text(fields: dict[Any, Any]) -> dict[str, str]:
+    """A reply as the client gives it: its connection decodes every reply to str
+    (decode_responses=True), which redis-py's type hints do not follow."""
+    return cast(dict[str, str], fields)
+
+
+def _texts(values: Iterable[Any]) -> list[str]:
+    """Members or items of a reply, decoded as `_text` says."""
+    return cast(list[str], list(values))
+
+
+def _wire(fields: dict[str, str]) -> dict[Any, Any]:
+    """Fields for a hash write (redis-py's hint wants its own key and value types)."""
+    return fields

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 
 from bot.store.base import Pruned, SessionRecord
 from bot.store.sqlite_rows import _SELECT_SESSIONS
@@ -72,7 +73,7 @@ def count_doomed(
     return Pruned(sessions) + _counts(conn, f"({runs})", params)
 
 
-def _counts(conn: sqlite3.Connection, runs: str, params: dict[str, object]) -> Pruned:
+def _counts(conn: sqlite3.Connection, runs: str, params: Mapping[str, object]) -> Pruned:
     """The runs named by the subquery `runs`, and their tool calls and feedback."""
     row = conn.execute(
         f"""SELECT (SELECT COUNT(*) FROM runs WHERE run_id IN {runs}),

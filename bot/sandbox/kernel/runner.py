@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
 from bot.errors import BotError, SandboxUnavailable
-from bot.sandbox.base import ExecResult, KernelEvent
+from bot.sandbox.base import ExecResult, ExecStatus, KernelEvent
 from bot.sandbox.kernel.frames import Cell, CellOutput, KernelExit
 from bot.sandbox.limits import KERNEL_GRACE_S
 
@@ -111,7 +111,7 @@ class KernelRunner:
             return output.result("timeout", None, took, stop)
         if output.done is not None:
             exit_code = output.exit_code
-            status = "ok" if exit_code == 0 else "error"
+            status: ExecStatus = "ok" if exit_code == 0 else "error"
             return output.result(status, exit_code, took, self._event)
         ended = await self._ended(process)
         if output.started:

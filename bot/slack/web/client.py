@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 # No link previews: Slack fetches a link it unfurls, so an answer steered by a hostile file
 # could send data to any server just by naming it. The SDK takes these on chat.postMessage;
-# chat.postEphemeral and chat.update get them too (passed on as extra arguments).
-NO_UNFURLS = {"unfurl_links": False, "unfurl_media": False}
+# chat.postEphemeral and chat.update get them too (passed on as extra arguments): every
+# message below is sent with unfurl_links and unfurl_media false.
 
 
 def build_client(
@@ -75,7 +75,7 @@ async def answer(method: str, call: Awaitable[Any]) -> Any:
         raise slack_error(method, code, exc.response.status_code, messages) from None
 
 
-async def probe(api_url: str, timeout_s: float, *, bot: str = "", app: str = "") -> dict:
+async def probe(api_url: str, timeout_s: int, *, bot: str = "", app: str = "") -> dict[str, Any]:
     """What Slack says of a bot token (auth.test) or, without one, of an app token
     (apps.connections.open: the cheapest call it may make). One try, no retry handler."""
     client = AsyncWebClient(base_url=api_url, timeout=timeout_s, retry_handlers=[])
@@ -106,7 +106,11 @@ class SlackWeb:
         return await answer(method, call())
 
     async def post(
-        self, channel: str, thread_ts: str | None, text: str, blocks: list[dict] | None = None
+        self,
+        channel: str,
+        thread_ts: str | None,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
     ) -> str:
         """Post a message (in a thread when `thread_ts`); returns its ts."""
         await self.pacer.take("chat.postMessage", channel)
@@ -114,17 +118,17 @@ class SlackWeb:
             "chat.postMessage",
             self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=self.clean.text(text),
-                blocks=self.clean.data(blocks), **NO_UNFURLS,
+                blocks=self.clean.data(blocks), unfurl_links=False, unfurl_media=False,
             ),
         )  # fmt: skip
         self._reply(channel, thread_ts)
         return str(response["ts"])
 
-    async def update(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
+    async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         """Replace a message's content now (`edits` coalesces a run's edits)."""
         call = lambda: self.client.chat_update(  # noqa: E731
             channel=channel, ts=ts, text=self.clean.text(text), blocks=self.clean.data(blocks),
-            **NO_UNFURLS,
+            unfurl_links=False, unfurl_media=False,
         )  # fmt: skip
         await self._call("chat.update", call)
 
@@ -154,7 +158,7 @@ class SlackWeb:
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         call = lambda: self.client.chat_postEphemeral(  # noqa: E731
             channel=channel, user=user, text=self.clean.text(text), thread_ts=thread_ts,
-            **NO_UNFURLS,
+            unfurl_links=False, unfurl_media=False,
         )  # fmt: skip
         await self._call("chat.postEphemeral", call)
 
@@ -163,7 +167,10 @@ class SlackWeb:
         where the bot cannot post (a channel it is not in)."""
         webhook = AsyncWebhookClient(response_url, session=self.client.session)
         response = await webhook.send(
-            text=self.clean.text(text), response_type="ephemeral", **NO_UNFURLS
+            text=self.clean.text(text),
+            response_type="ephemeral",
+            unfurl_links=False,
+            unfurl_media=False,
         )
         if response.status_code != 200:
             log.warning("could not answer a slash command: HTTP %s", response.status_code)
@@ -212,7 +219,7 @@ class SlackWeb:
         await self._call("assistant.threads.setStatus", call)
 
     async def start_stream(
-        self, channel: str, thread_ts: str, recipient: tuple[str, str], chunks: list[dict]
+        self, channel: str, thread_ts: str, recipient: tuple[str, str], chunks: list[dict[str, Any]]
     ) -> str:
         """Start a streamed reply in a thread, for (user, team); returns its ts (paced by
         the caller, see `pace`)."""
@@ -225,7 +232,7 @@ class SlackWeb:
         self._reply(channel, thread_ts)
         return str(response["ts"])
 
-    async def append_stream(self, channel: str, ts: str, chunks: list[dict]) -> None:
+    async def append_stream(self, channel: str, ts: str, chunks: list[dict[str, Any]]) -> None:
         call = self.client.chat_appendStream(channel=channel, ts=ts, chunks=self.clean.data(chunks))
         await answer("chat.appendStream", call)
 
@@ -233,8 +240,8 @@ class SlackWeb:
         self,
         channel: str,
         ts: str,
-        chunks: list[dict],
-        blocks: list[dict] | None,
+        chunks: list[dict[str, Any]],
+        blocks: list[dict[str, Any]] | None,
         session_status: str | None = None,
     ) -> None:
         """End a stream with its last `chunks` and `blocks` at the bottom; with
@@ -261,7 +268,9 @@ class SlackWeb:
         )
         await self._call("assistant.threads.setTitle", call)
 
-    async def suggest(self, channel: str, thread_ts: str | None, prompts: list[dict]) -> None:
+    async def suggest(
+        self, channel: str, thread_ts: str | None, prompts: list[dict[str, Any]]
+    ) -> None:
         """Suggested prompts for a DM (pinned to its Messages tab without `thread_ts`)."""
         call = lambda: self.client.assistant_threads_setSuggestedPrompts(  # noqa: E731
             channel_id=channel, thread_ts=thread_ts, prompts=self.clean.data(prompts)

@@ -21,7 +21,7 @@ class Edits:
         self._pending: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}
         self._flushers: dict[str, asyncio.Task[None]] = {}
 
-    def edit(self, channel: str, ts: str, text: str, blocks: list[dict]) -> None:
+    def edit(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         """Replace a message's content soon; a newer edit of it supersedes this one."""
         self._pending[ts] = (channel, text, blocks)
         flusher = self._flushers.get(ts)

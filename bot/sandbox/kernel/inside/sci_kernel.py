@@ -36,20 +36,21 @@ import shutil
 import signal
 import sys
 import threading
+from typing import Any
 
 from sci_kernel_cells import Cells, Charts, cap_memory, cpu_budget
 from sci_kernel_output import Frames, Stream, remove
 
 WATCH_S = 2.0  # how often an idle kernel checks that its folder (FIFO mode) still exists
-_KEEP: list = []  # objects that must live as long as the process
+_KEEP: list[Any] = []  # objects that must live as long as the process
 
 
 class Kernel:
     """Runs the cells it is sent one at a time, in the main thread (signals go there)."""
 
-    def __init__(self, args: argparse.Namespace, frames: Frames, streams: tuple) -> None:
+    def __init__(self, args: argparse.Namespace, frames: Frames, streams: tuple[Any, ...]) -> None:
         self.args, self.frames, self.streams = args, frames, streams
-        self.requests: queue.Queue = queue.Queue()
+        self.requests: queue.Queue[Any] = queue.Queue()
         self.main_thread = threading.get_ident()
         self.cells = Cells(Charts(args.out_dir))
 
@@ -68,7 +69,7 @@ class Kernel:
         while (request := self.requests.get()) is not None:
             self.run(request)
 
-    def run(self, request: dict) -> None:
+    def run(self, request: dict[str, Any]) -> None:
         out = request.get("out")
         self.frames.open_cell(out)
         self.frames.send({"t": "start", "id": request.get("id")})
@@ -83,7 +84,8 @@ class Kernel:
             code, interrupted = 1, False
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             with contextlib.suppress(Exception):
-                stream.flush()
+                if stream is not None:
+                    stream.flush()
         for stream in self.streams:
             stream.sync()
         cut = [stream.detach() for stream in self.streams]
@@ -91,7 +93,7 @@ class Kernel:
         self.frames.send({**done, "cut": cut})
         self.frames.close_cell(out)
 
-    def _on_sigint(self, signum, frame) -> None:
+    def _on_sigint(self, signum: Any, frame: Any) -> None:
         if self.cells.running:
             raise KeyboardInterrupt
 
@@ -138,7 +140,7 @@ def _fifo_channel(folder: str) -> int:
     return fd
 
 
-def _source(request: dict) -> str:
+def _source(request: dict[str, Any]) -> str:
     if "code" in request:
         return str(request["code"])
     try:

@@ -16,6 +16,7 @@ import resource
 import sys
 import traceback
 import types
+from typing import Any
 
 import sci_kernel_chart_kinds
 import sci_kernel_charts
@@ -65,8 +66,10 @@ class Cells:
         except SyntaxError as exc:
             raise exc.with_traceback(None) from None
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";"):
-            last = ast.Expression(tree.body.pop().value)
+        tail = tree.body[-1] if tree.body else None
+        if isinstance(tail, ast.Expr) and not source.rstrip().endswith(";"):
+            tree.body.pop()
+            last = ast.Expression(tail.value)
         namespace = self.main.__dict__
         exec(compile(tree, name, "exec"), namespace)
         if last is not None:
@@ -91,17 +94,19 @@ class Charts:
         sys.meta_path.insert(0, _ImportHook(hooks))
 
     def _patch_pyplot(self, pyplot: types.ModuleType) -> None:
-        def show(*args, **kwargs):  # a plain function: pyplot sets its __signature__
+        def show(
+            *args: Any, **kwargs: Any
+        ) -> None:  # a plain function: pyplot sets its __signature__
             self.flush()
 
-        pyplot.show = show
+        setattr(pyplot, "show", show)  # noqa: B010  (a module attribute the type checker cannot see)
 
     @staticmethod
     def _patch_figure(module: types.ModuleType) -> None:
         figure = module.Figure
         savefig = figure.savefig
 
-        def marked(fig, *args, **kwargs):
+        def marked(fig: Any, *args: Any, **kwargs: Any) -> Any:
             fig._kernel_saved = True
             result = savefig(fig, *args, **kwargs)
             fname = args[0] if args else kwargs.get("fname")
@@ -112,7 +117,7 @@ class Charts:
         axes = sys.modules["matplotlib.axes"].Axes  # imported by matplotlib.figure
         pie = axes.pie
 
-        def kept_pie(ax, x, *args, **kwargs):
+        def kept_pie(ax: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
             drawn = pie(ax, x, *args, **kwargs)
             sci_kernel_chart_kinds.keep_pie_values(drawn[0], x, kwargs.get("data"))
             return drawn
@@ -143,10 +148,10 @@ class Charts:
 class _ImportHook(importlib.abc.MetaPathFinder):
     """Calls `hooks[name]` with the module `name` as soon as it has been imported."""
 
-    def __init__(self, hooks) -> None:
+    def __init__(self, hooks: Any) -> None:
         self.hooks = hooks
 
-    def find_spec(self, name, path, target=None):
+    def find_spec(self, name: Any, path: Any, target: Any = None) -> Any:
         on_import = self.hooks.get(name)
         if on_import is None:
             return None
@@ -157,13 +162,13 @@ class _ImportHook(importlib.abc.MetaPathFinder):
 
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner, on_import) -> None:
+    def __init__(self, inner: Any, on_import: Any) -> None:
         self.inner, self.on_import = inner, on_import
 
-    def create_module(self, spec):
+    def create_module(self, spec: Any) -> Any:
         return self.inner.create_module(spec)
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: Any) -> None:
         self.inner.exec_module(module)
         # a matplotlib unlike the one expected is imported all the same
         with contextlib.suppress(Exception):

@@ -10,6 +10,7 @@ import itertools
 import math
 import os
 import warnings
+from typing import Any
 
 VERSION = 1
 MAX_SERIES = 50
@@ -34,7 +35,7 @@ class Unknown(Exception):
 
 
 @contextlib.contextmanager
-def _quiet():
+def _quiet() -> Any:
     """Nothing the reading does reaches the cell's output (the model reads it)."""
     sink = io.StringIO()
     with contextlib.ExitStack() as stack:  # not one parenthesised `with`: Python 3.8
@@ -45,7 +46,7 @@ def _quiet():
         yield
 
 
-def _labeller(axis, ax):
+def _labeller(axis: Any, ax: Any) -> Any:
     """positions -> their category texts on `axis`: string categories, dates, pandas'
     periods, or text tick labels when there is one at every position (pandas' 0..n-1 with
     the index as labels, set_xticks with labels), else the numbers."""
@@ -57,7 +58,7 @@ def _labeller(axis, ax):
     dated = _date_axis(axis)
     ticks = _text_ticks(axis)
 
-    def labels(positions: list) -> list:
+    def labels(positions: list[Any]) -> list[Any]:
         keys = [round(p, 9) for p in positions]
         texts = ticks if all(k in ticks or k in originals for k in keys) else {}
         return [
@@ -68,7 +69,7 @@ def _labeller(axis, ax):
     return labels
 
 
-def _date_axis(axis) -> bool:
+def _date_axis(axis: Any) -> bool:
     converter = getattr(axis, "converter", None)
     names = [cls.__name__ for cls in type(converter).__mro__] if converter else []
     if "PeriodConverter" in names:  # pandas: periods' ordinals, not matplotlib dates
@@ -85,17 +86,17 @@ def _date_text(p: float) -> str:
     return _iso(dates.num2date(p))
 
 
-def _iso(moment) -> str:
+def _iso(moment: Any) -> str:
     moment = moment.replace(tzinfo=None) if getattr(moment, "tzinfo", None) else moment
     if (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0):
-        return moment.date().isoformat()
-    return moment.isoformat(timespec="seconds")
+        return str(moment.date().isoformat())
+    return str(moment.isoformat(timespec="seconds"))
 
 
-def _original_labels(axis, ax) -> dict:
+def _original_labels(axis: Any, ax: Any) -> dict[float, str]:
     """Positions of lines whose original x values are objects matplotlib converted (pandas
     Periods, Timestamps): their text."""
-    labels: dict = {}
+    labels: dict[float, str] = {}
     if axis is not ax.xaxis:
         return labels
     for line in ax.lines[:MAX_SERIES]:
@@ -109,7 +110,7 @@ def _original_labels(axis, ax) -> dict:
     return labels
 
 
-def _object_text(value) -> str:
+def _object_text(value: Any) -> str:
     if hasattr(value, "to_timestamp") and hasattr(value, "freqstr"):  # a pandas Period
         return _text(str(value))
     if hasattr(value, "hour"):
@@ -117,7 +118,7 @@ def _object_text(value) -> str:
     return _text(str(value))
 
 
-def _text_ticks(axis) -> dict:
+def _text_ticks(axis: Any) -> dict[float, str]:
     """Tick labels that are text (set_xticklabels, pandas), by integral position."""
     formatter = axis.get_major_formatter()
     if type(formatter).__name__ not in _TEXT_FORMATTERS:
@@ -130,7 +131,7 @@ def _text_ticks(axis) -> dict:
     return {round(loc, 9): _text(text) for loc, text in zip(locs, shown) if text}
 
 
-def _names(labels: list, fallback: str) -> list:
+def _names(labels: list[Any], fallback: str) -> list[Any]:
     unnamed = [not label or str(label).startswith("_") for label in labels]
     names = []
     for n, (label, nameless) in enumerate(zip(labels, unnamed), 1):
@@ -143,7 +144,9 @@ def _names(labels: list, fallback: str) -> list:
     return names
 
 
-def _lines_body(categories: list, names: list, values: list, more_categories=False) -> dict:
+def _lines_body(
+    categories: list[Any], names: list[Any], values: list[Any], more_categories: Any = False
+) -> dict[str, Any]:
     """`names` may outnumber `values` (series cut before they were read); with
     `more_categories`, some series were shortened before their positions were counted."""
     notes = []
@@ -163,14 +166,14 @@ def _lines_body(categories: list, names: list, values: list, more_categories=Fal
     }
 
 
-def _finite(value) -> bool:
+def _finite(value: Any) -> bool:
     try:
         return math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
 
 
-def _json_number(value):
+def _json_number(value: Any) -> Any:
     """A finite number as an int when integral, else a float; anything else null."""
     if not _finite(value):
         return None
@@ -187,12 +190,12 @@ def _number(value: float, digits: int = 10) -> str:
     return format(value, f".{digits}g")
 
 
-def _text(value) -> str:
+def _text(value: Any) -> str:
     text = value if isinstance(value, str) else str(value)
     return text[:MAX_TEXT]
 
 
-def _title(ax) -> str:
+def _title(ax: Any) -> str:
     for where in ("center", "left", "right"):
         title = _text(ax.get_title(where))
         if title:
@@ -200,6 +203,6 @@ def _title(ax) -> str:
     return ""
 
 
-def _suptitle(figure) -> str:
+def _suptitle(figure: Any) -> str:
     suptitle = getattr(figure, "_suptitle", None)
     return _text(suptitle.get_text()) if suptitle is not None else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 from sci_kernel_chart_axes import (
     _TEXT_FORMATTERS,
@@ -25,7 +26,7 @@ from sci_kernel_chart_axes import (
 # -- bars --
 
 
-def _bar_chart(ax, containers: list, texts: dict) -> tuple[str, dict]:
+def _bar_chart(ax: Any, containers: list[Any], texts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     horizontal = _horizontal(containers[0])
     if any(_horizontal(c) != horizontal for c in containers):
         raise Unknown("bars in both directions")
@@ -55,14 +56,14 @@ def _bar_chart(ax, containers: list, texts: dict) -> tuple[str, dict]:
     return ("barh" if horizontal else "bar"), _lines_body(categories, names, values)
 
 
-def _horizontal(container) -> bool:
+def _horizontal(container: Any) -> bool:
     orientation = getattr(container, "orientation", None)
     if orientation is not None:
-        return orientation == "horizontal"
+        return bool(orientation == "horizontal")
     return False
 
 
-def _bar_label(container) -> str:
+def _bar_label(container: Any) -> str:
     """The container's label; hist() puts its labels on each dataset's first bar."""
     label = str(container.get_label())
     first = container.patches[0].get_label() if container.patches else ""
@@ -71,14 +72,14 @@ def _bar_label(container) -> str:
     return label
 
 
-def _named_positions(axis) -> bool:
+def _named_positions(axis: Any) -> bool:
     """Whether the axis names its positions (string categories, set tick labels)."""
     if getattr(getattr(axis, "units", None), "_mapping", None):
         return True
     return type(axis.get_major_formatter()).__name__ in _TEXT_FORMATTERS
 
 
-def _touching(bars: list) -> bool:
+def _touching(bars: list[Any]) -> bool:
     """Bars side by side with no gap: a histogram's bins."""
     if len(bars) < 2:
         return False
@@ -88,7 +89,7 @@ def _touching(bars: list) -> bool:
     return True
 
 
-def _align_bars(groups: list, label) -> tuple[list, list]:
+def _align_bars(groups: list[Any], label: Any) -> tuple[list[Any], list[Any]]:
     centers = [[s + w / 2 for s, w, _ in bars] for bars in groups]
     shared = any(
         set(_keys(a)) & set(_keys(b)) for i, a in enumerate(centers) for b in centers[i + 1 :]
@@ -107,7 +108,7 @@ def _align_bars(groups: list, label) -> tuple[list, list]:
 # -- lines and areas --
 
 
-def _line_chart(ax, lines: list, texts: dict) -> dict:
+def _line_chart(ax: Any, lines: list[Any], texts: dict[str, Any]) -> dict[str, Any]:
     lines = [line for line in lines if len(line.get_xdata(orig=False))]
     series, cut = [], False
     for n, line in enumerate(lines):
@@ -127,7 +128,9 @@ def _line_chart(ax, lines: list, texts: dict) -> dict:
     return _lines_body(categories, names, values, more_categories=cut)
 
 
-def _area_chart(ax, areas: list, lines: list, texts: dict) -> dict:
+def _area_chart(
+    ax: Any, areas: list[Any], lines: list[Any], texts: dict[str, Any]
+) -> dict[str, Any]:
     layers = []  # (label, x, bottom, top) as given to fill_between
     for collection in areas:
         parts = [_fill_between_part(path) for path in collection.get_paths()]
@@ -138,7 +141,7 @@ def _area_chart(ax, areas: list, lines: list, texts: dict) -> dict:
         dep2 = [v for part in parts for v in part[2]]
         layers.append((collection.get_label(), x, dep1, dep2))
     series = []
-    tops = []
+    tops: list[Any] = []
     for label, x, dep1, dep2 in layers:
         if not any(dep2):
             own, top = dep1, dep1
@@ -159,7 +162,7 @@ def _area_chart(ax, areas: list, lines: list, texts: dict) -> dict:
     return _lines_body(categories, names, values)
 
 
-def _fill_between_part(path) -> tuple[list, list, list]:
+def _fill_between_part(path: Any) -> tuple[list[Any], list[Any], list[Any]]:
     """(x, y1, y2) of one polygon made by fill_between: its start, y1 along x, its end, y2
     back along x (and the closing point)."""
     import numpy as np
@@ -177,17 +180,17 @@ def _fill_between_part(path) -> tuple[list, list, list]:
     return x.tolist(), y1.tolist(), y2.tolist()
 
 
-def _same(x: list, y: list, other_x: list, other_y: list) -> bool:
+def _same(x: list[Any], y: list[Any], other_x: list[Any], other_y: list[Any]) -> bool:
     return len(x) == len(other_x) and x == list(other_x) and _close(y, other_y)
 
 
-def _close(a: list, b: list) -> bool:
+def _close(a: list[Any], b: list[Any]) -> bool:
     return len(a) == len(b) and all(
         math.isclose(u, v, rel_tol=1e-9, abs_tol=1e-12) or (u != u and v != v) for u, v in zip(a, b)
     )
 
 
-def _xy(line) -> tuple[list, list, bool]:
+def _xy(line: Any) -> tuple[list[Any], list[Any], bool]:
     """A line's points in axis positions (dates and categories converted), NaN x dropped;
     of a long line only the MAX_POINTS leftmost (True: it was shortened), as only the
     first MAX_CATEGORIES positions are kept anyway."""
@@ -204,7 +207,7 @@ def _xy(line) -> tuple[list, list, bool]:
     return x[leftmost].tolist(), y[leftmost].tolist(), True
 
 
-def _union(series: list, label) -> tuple[list, list]:
+def _union(series: list[Any], label: Any) -> tuple[list[Any], list[Any]]:
     """Categories: the union of the series' positions, ascending; each series' values at
     them (null where it has none; the first of repeated positions)."""
     positions = sorted({key for xs, _ in series for key in _keys(xs)})
@@ -221,7 +224,7 @@ def _union(series: list, label) -> tuple[list, list]:
     return label(positions[:MAX_CATEGORIES]) + [""] * len(cut), values
 
 
-def _keys(xs: list) -> list:
+def _keys(xs: list[Any]) -> list[Any]:
     """Positions rounded so that float noise does not split a category."""
     return [round(float(x), 9) for x in xs]
 
@@ -229,7 +232,7 @@ def _keys(xs: list) -> list:
 # -- pie --
 
 
-def keep_pie_values(wedges, x, data=None) -> None:
+def keep_pie_values(wedges: Any, x: Any, data: Any = None) -> None:
     """Mark each wedge pie() drew with the value it was given for it (the call's `x`, or
     the column of `data` it names). Never raises (but KeyboardInterrupt): the pie is drawn
     whatever happens here."""
@@ -246,7 +249,7 @@ def keep_pie_values(wedges, x, data=None) -> None:
         pass
 
 
-def _segments(wedges: list) -> list:
+def _segments(wedges: list[Any]) -> list[Any]:
     segments = []
     for n, wedge in enumerate(wedges, 1):
         label = _text(wedge.get_label())

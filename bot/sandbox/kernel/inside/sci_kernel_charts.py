@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from typing import Any
 
 from sci_kernel_chart_axes import (
     _OPEN_FLAGS,
@@ -64,7 +65,7 @@ from sci_kernel_chart_kinds import (
 )
 
 
-def record(figure, fname, fmt=None) -> None:
+def record(figure: Any, fname: Any, fmt: Any = None) -> None:
     """Write the chart file of `figure`, just saved by savefig(fname, format=fmt), beside
     the saved file. Never raises (but KeyboardInterrupt) and prints nothing."""
     try:
@@ -79,7 +80,7 @@ def record(figure, fname, fmt=None) -> None:
         pass
 
 
-def saved_path(fname, fmt=None) -> str | None:
+def saved_path(fname: Any, fmt: Any = None) -> str | None:
     """The file savefig wrote for `fname` (None for a file-like object): matplotlib adds
     the default format's extension when neither the name nor `format` gives one."""
     if isinstance(fname, bytes):
@@ -92,7 +93,7 @@ def saved_path(fname, fmt=None) -> str | None:
         import matplotlib
 
         fname = fname.rstrip(".") + "." + str(matplotlib.rcParams["savefig.format"])
-    return fname
+    return str(fname)
 
 
 def chart_path(image: str) -> str:
@@ -100,7 +101,7 @@ def chart_path(image: str) -> str:
     return os.path.splitext(image)[0] + SUFFIX
 
 
-def write_json(path: str, chart: dict) -> bool:
+def write_json(path: str, chart: dict[str, Any]) -> bool:
     """Write `chart` to `path` without following a symlink there; False if it could not."""
     data = json.dumps(chart, ensure_ascii=False, allow_nan=False).encode("utf-8", "replace")
     try:
@@ -121,7 +122,7 @@ def write_json(path: str, chart: dict) -> bool:
         os.close(fd)
 
 
-def describe_safely(figure, image: str) -> dict | None:
+def describe_safely(figure: Any, image: str) -> dict[str, Any] | None:
     """describe(), with any error turned into an unknown chart naming it."""
     try:
         return describe(figure, image)
@@ -131,7 +132,7 @@ def describe_safely(figure, image: str) -> dict | None:
         return _chart(image, "unknown", note=f"could not read the chart: {type(exc).__name__}")
 
 
-def describe(figure, image: str) -> dict | None:
+def describe(figure: Any, image: str) -> dict[str, Any] | None:
     """The chart file's content for `figure` saved as `image`; None when no axes has
     data. Raises Unknown (or any error) for what cannot be read."""
     axes = [ax for ax in figure.get_axes() if _has_data(ax)]
@@ -153,7 +154,7 @@ def describe(figure, image: str) -> dict | None:
     return _chart(image, kind, **texts, **body)
 
 
-def _chart(image: str, kind: str, **fields) -> dict:
+def _chart(image: str, kind: str, **fields: Any) -> dict[str, Any]:
     chart = {
         "version": VERSION,
         "image": _text(image),
@@ -173,11 +174,11 @@ def _chart(image: str, kind: str, **fields) -> dict:
 # -- the axes --
 
 
-def _has_data(ax) -> bool:
+def _has_data(ax: Any) -> bool:
     return bool(ax.lines or ax.patches or ax.collections or ax.images or ax.tables)
 
 
-def _read_axes(ax, texts: dict) -> tuple[str, dict]:
+def _read_axes(ax: Any, texts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if getattr(ax, "name", "rectilinear") != "rectilinear":
         raise Unknown(f"{ax.name} axes")
     if ax.images:
@@ -215,10 +216,11 @@ def _read_axes(ax, texts: dict) -> tuple[str, dict]:
     raise Unknown("no data matplotlib draws as a chart")
 
 
-def _bar_containers(ax) -> tuple[list, set]:
+def _bar_containers(ax: Any) -> tuple[list[Any], set[Any]]:
     """The axes' BarContainers, and the ids of every artist they own (their bars and
     error bars); other containers (errorbar, stem) make the chart unknown."""
-    bars, owned = [], set()
+    bars: list[Any] = []
+    owned: set[int] = set()
     for container in ax.containers:
         if type(container).__name__ == "BarContainer":
             bars.append(container)
@@ -231,7 +233,7 @@ def _bar_containers(ax) -> tuple[list, set]:
     return bars, owned
 
 
-def _ids(artists) -> list:
+def _ids(artists: Any) -> list[Any]:
     """Ids of the artists in a (nested) container."""
     if artists is None:
         return []
@@ -240,14 +242,14 @@ def _ids(artists) -> list:
     return [id(artists)]
 
 
-def _in_data_coords(ax, line) -> bool:
+def _in_data_coords(ax: Any, line: Any) -> bool:
     """False for reference lines: axhline/axvline are drawn in blended coordinates."""
     if type(line).__name__ == "_AxLine":
         return False
     return not line.is_transform_set() or line.get_transform() is ax.transData
 
 
-def _collection_note(collection) -> str:
+def _collection_note(collection: Any) -> str:
     name = type(collection).__name__
     return {
         "PathCollection": "scatter",

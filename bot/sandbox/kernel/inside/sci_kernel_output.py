@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from typing import Any
 
 SYNC = b"\x00\x1bkernel-sync-" + os.urandom(8).hex().encode() + b"\x00"
 FRAME_BYTES = 32 * 1024
@@ -29,7 +30,7 @@ class Frames:
         self.fd = fd
         self.lock = threading.Lock()
 
-    def send(self, frame: dict) -> None:
+    def send(self, frame: dict[str, Any]) -> None:
         line = (json.dumps(frame) + "\n").encode()
         with self.lock:
             if self.fd is None:
@@ -62,7 +63,7 @@ class Frames:
 class Capped:
     """One stream of one cell: the head is sent as it comes, the tail kept until the end."""
 
-    def __init__(self, limit: int, send) -> None:
+    def __init__(self, limit: int, send: Any) -> None:
         self.head = limit // 2
         self.tail_cap = limit - self.head
         self.tail = bytearray()
