@@ -16,7 +16,7 @@ from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import CHECKOUT, Recorder, settings_for
 
 SECRET = "sk-ant-test-secret"
-BOT_SOURCE = str(CHECKOUT / "bot" / "settings.py")
+BOT_SOURCE = str(CHECKOUT / "bot" / "settings" / "__init__.py")
 
 ATTEMPTS: list[tuple[str, str, str, int | None]] = [
     # (what, language, code, timeout_s)

@@ -19,6 +19,7 @@ import pytest
 from tests.buddy_client import BOOT_S, client_for, message, running, wait_ready, wait_status
 from tests.fakes.buddy import FakeBuddy
 from tests.fakes.buddy.vm import WORK_DIR, Vm
+from tests.support import CHECKOUT
 
 RESTORE_S = 0.5  # long enough to be seen, polled for rather than slept through
 
@@ -64,9 +65,8 @@ def test_the_fake_loads_none_of_the_bots_sandbox_code() -> None:
         "import sys, tests.fakes.buddy.api\n"
         "print(sorted(m for m in sys.modules if m == 'bot' or m.startswith('bot.')))"
     )
-    root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe], cwd=CHECKOUT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
 
