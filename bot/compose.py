@@ -42,6 +42,7 @@ def build_provider(settings: Settings) -> SandboxProvider:
     return LocalProvider(
         root,
         limits_from(settings),
+        uid_base=settings.sandbox_uid_base,
         max_sandboxes=settings.max_sandboxes,
         wait_s=settings.sandbox_wait_s,
         fetch_rules=repo_rules(settings),

@@ -1,13 +1,5 @@
 from __future__ import annotations
 
-import os
-
-# Each xdist worker's sandboxes run as uids of their own: workers use different sandbox
-# roots, and the uid lock is per root (set before the sandbox code reads it).
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _WORKER.startswith("gw") and not os.environ.get("SANDBOX_UID_BASE"):
-    os.environ["SANDBOX_UID_BASE"] = str(200_000 + 1_000 * int(_WORKER[2:]))
-
 import contextlib
 import shutil
 import tempfile
@@ -19,6 +11,7 @@ import pytest
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider, LocalSandbox
 from tests.leftovers import SANDBOX_ROOTS, survivors
+from tests.support import local_provider_at
 
 LEFTOVER_GRACE_S = 5.0  # a sandbox killed by the last test may take a moment to go
 
@@ -40,7 +33,7 @@ def sandbox_root() -> Iterator[Path]:
 
 @pytest.fixture
 async def local_provider(sandbox_root: Path) -> AsyncIterator[LocalProvider]:
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     yield provider
     await provider.close()
 

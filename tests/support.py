@@ -15,12 +15,24 @@ from pydantic import SecretStr
 
 from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.compose import Runtime
+from bot.sandbox.local import LocalProvider
 from bot.settings import Settings
+from bot.settings.sandbox import DEFAULT_UID_BASE
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.buddy import FakeBuddy
 
 DATA = Path(__file__).parent / "data"
 POPULATION_CSV = DATA / "population_2000_2010_2020.csv"
+
+# Each xdist worker's sandboxes run as uids of their own: the uid lock is per sandbox root,
+# and sandboxes of two workers sharing a uid would share its process cap.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_UID_BASE = DEFAULT_UID_BASE + (1_000 * int(_WORKER[2:]) if _WORKER.startswith("gw") else 0)
+
+
+def local_provider_at(root: Path, *args: Any, **options: Any) -> LocalProvider:
+    """A local sandbox provider under `root`, with this worker's sandbox uids."""
+    return LocalProvider(root, *args, uid_base=WORKER_UID_BASE, **options)
 
 
 def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
@@ -31,6 +43,7 @@ def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
         "anthropic_max_retries": 2,
         "sandbox_backend": "local",
         "sandbox_root": root,
+        "sandbox_uid_base": WORKER_UID_BASE,
         "tool_timeout_s": 20,
         "model_retry_delay_s": 0.01,
     }

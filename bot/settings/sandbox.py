@@ -10,6 +10,9 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from bot.folders import state_dir
 from bot.networks import parse_networks, parse_ports
 
+# above the usual /etc/subuid ranges' first block and any login user
+DEFAULT_UID_BASE = 200_000
+
 
 class SandboxSettings(BaseModel):
     sandbox_backend: Literal["buddy", "local"] | None = Field(
@@ -33,7 +36,7 @@ class SandboxSettings(BaseModel):
         },
     )
     sandbox_uid_base: int = Field(
-        default=200_000,
+        default=DEFAULT_UID_BASE,
         ge=1000,
         description=(
             "(as root) the first of the 50,000 host uids sandboxes run as, one each; bots "

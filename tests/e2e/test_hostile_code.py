@@ -11,9 +11,8 @@ import pytest
 
 from bot.agent.events import RunFinished
 from bot.compose import Runtime
-from bot.sandbox.local import LocalProvider
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
-from tests.support import CHECKOUT, Recorder, settings_for
+from tests.support import CHECKOUT, Recorder, local_provider_at, settings_for
 
 SECRET = "sk-ant-test-secret"
 BOT_SOURCE = str(CHECKOUT / "bot" / "settings" / "__init__.py")
@@ -60,7 +59,7 @@ async def test_hostile_snippets_are_contained(
     recorder = Recorder()
     async with FakeAnthropic(hostile_script) as fake:
         settings = settings_for(fake.base_url, sandbox_root, max_turns=20)
-        provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
+        provider = local_provider_at(sandbox_root, python_kernel=python_kernel)
         runtime = Runtime.from_settings(settings, provider)
         session = runtime.sessions.new("hostile")
         try:

@@ -31,7 +31,7 @@ from bot.store.base import FileRecord, RunRecord, SessionRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, tool_use
 from tests.fakes.anthropic import text as text_block
-from tests.support import POPULATION_CSV, file_chunks, model_in_thread
+from tests.support import POPULATION_CSV, file_chunks, local_provider_at, model_in_thread
 
 UPLOAD = "/buddy/work/uploads/population.csv"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16  # enough bytes to tell apart
@@ -376,7 +376,7 @@ STEPS = [
 
 @pytest.fixture
 async def provider(sandbox_root: Path) -> AsyncIterator[LocalProvider]:
-    made = LocalProvider(sandbox_root)
+    made = local_provider_at(sandbox_root)
     yield made
     await made.close()
 
@@ -568,7 +568,7 @@ def test_a_terminal_session_exports_a_notebook_that_reruns(
     assert total.isdigit() and text(cells[4]) == f"**Answer:**\n\nThe 2020 total is {total}."
 
     async def again() -> None:
-        provider = LocalProvider(sandbox_root)
+        provider = local_provider_at(sandbox_root)
         try:
             await rerun(book, provider, {TERMINAL_UPLOAD: POPULATION_CSV})
         finally:

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from bot.sandbox.base import SandboxSpec
-from bot.sandbox.local import LocalProvider
 from bot.sessions.orphans import OrphanSweeper
+from tests.support import local_provider_at
 
 
 def owning(*ids: str):
@@ -18,7 +18,7 @@ def owning(*ids: str):
 
 
 async def test_sweep_destroys_unowned_old_tagged_sandboxes(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     try:
         owned = await provider.create(SandboxSpec("live", tags=("bot",)))
         orphan = await provider.create(SandboxSpec("crashed", tags=("bot",)))
@@ -39,7 +39,7 @@ async def test_sweep_destroys_unowned_old_tagged_sandboxes(sandbox_root: Path) -
 
 async def test_young_sandboxes_are_spared(sandbox_root: Path) -> None:
     """A sandbox still booting for a session that does not know its id yet survives."""
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     try:
         young = await provider.create(SandboxSpec("booting", tags=("bot",)))
         sweeper = OrphanSweeper(provider, "bot", owning(), interval_s=60, min_age_s=600)
@@ -50,10 +50,10 @@ async def test_young_sandboxes_are_spared(sandbox_root: Path) -> None:
 
 
 async def test_sandbox_left_by_a_dead_process_is_found_by_a_new_one(sandbox_root: Path) -> None:
-    first = LocalProvider(sandbox_root)
+    first = local_provider_at(sandbox_root)
     left = await first.create(SandboxSpec("crashed", tags=("bot",)))
     await first.close()  # the process "died": its provider is gone, the folder stays
-    second = LocalProvider(sandbox_root)
+    second = local_provider_at(sandbox_root)
     try:
         sweeper = OrphanSweeper(second, "bot", owning(), interval_s=60, min_age_s=0)
         assert await sweeper.sweep() == [left.id]

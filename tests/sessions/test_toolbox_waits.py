@@ -9,10 +9,11 @@ from pathlib import Path
 from bot.agent.tools import Toolbox
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider
+from tests.support import local_provider_at
 
 
 async def test_wait_counts_go_once_their_commands_end(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     sandbox = await provider.create(SandboxSpec(session_key="waits"))
 
     async def get() -> LocalProvider:

@@ -25,7 +25,8 @@ from bot.sandbox.local.cgroups import join_command
 from bot.sandbox.local.cpu import CpuWatch
 from bot.sandbox.local.folders import SCRATCH
 from bot.sandbox.local.isolation import GENERATED_ETC, static_bwrap_args
-from bot.sandbox.local.uids import UID_RANGE
+from bot.sandbox.local.uids import uid_range
+from bot.settings.sandbox import DEFAULT_UID_BASE
 
 
 def require_bubblewrap(path: str | None = None) -> str:
@@ -81,13 +82,13 @@ def require_util_linux(program: str) -> str:
     return found
 
 
-def pick_uid(sandbox_uid: int | None) -> int | range | None:
-    """The host uid to run sandboxes as: one for all, a range to give each its own (root
-    without a uid asked for), or None to keep the bot's own (non-root) uid."""
+def pick_uid(sandbox_uid: int | None, uid_base: int = DEFAULT_UID_BASE) -> int | range | None:
+    """The host uid to run sandboxes as: one for all, a range from `uid_base` to give each
+    its own (root without a uid asked for), or None to keep the bot's own (non-root) uid."""
     if sandbox_uid == 0:
         raise SandboxUnavailable("the sandbox must not run as root (uid 0)")
     if os.geteuid() == 0:
-        return UID_RANGE if sandbox_uid is None else sandbox_uid
+        return uid_range(uid_base) if sandbox_uid is None else sandbox_uid
     if sandbox_uid not in (None, os.getuid()):
         raise SandboxUnavailable(f"running the sandbox as uid {sandbox_uid} needs root")
     return None
@@ -126,13 +127,14 @@ class Launcher:
         limits: Limits,
         sandbox_uid: int | None,
         *,
+        uid_base: int = DEFAULT_UID_BASE,
         network: bool = False,
         user_namespaces: bool = False,
     ) -> None:
         self.bwrap = require_bubblewrap()
         self.prlimit = require_util_linux("prlimit")
         self.setpriv = require_util_linux("setpriv")
-        self.uids = pick_uid(sandbox_uid)
+        self.uids = pick_uid(sandbox_uid, uid_base)
         self.limits = limits
         self.cpu_watch = CpuWatch()  # every container's CPU time, from outside
         self._static_args = static_bwrap_args(

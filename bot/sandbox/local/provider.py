@@ -30,6 +30,7 @@ from bot.sandbox.local.slots import Slots
 from bot.sandbox.local.uids import UidsExhausted, claim_uid, owner
 from bot.sandbox.output import last_line
 from bot.sandbox.repo_net import NO_RULES, FetchRules
+from bot.settings.sandbox import DEFAULT_UID_BASE
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class LocalProvider:
         limits: Limits = Limits(),  # noqa: B008 - frozen dataclass, safe as a default
         *,
         sandbox_uid: int | None = None,
+        uid_base: int = DEFAULT_UID_BASE,
         allowed_git_protocols: tuple[str, ...] = ("https",),
         fetch_rules: FetchRules = NO_RULES,
         interpreters: Mapping[str, str] | None = None,
@@ -53,11 +55,16 @@ class LocalProvider:
         wait_s: float = 120.0,
         memory_cgroups: Path | None = None,
     ) -> None:
+        # uid_base: the first of the host uids sandboxes run as, one each (as root, `uids`);
         # network, user_namespaces: see `isolation.static_bwrap_args` (tests only);
         # max_sandboxes (None: no cap) live at once, a new one waiting up to wait_s (`slots`);
         # memory_cgroups: where the sandboxes' memory cgroups go (by default the bot's own)
         self._launcher = Launcher(
-            limits, sandbox_uid, network=network, user_namespaces=user_namespaces
+            limits,
+            sandbox_uid,
+            uid_base=uid_base,
+            network=network,
+            user_namespaces=user_namespaces,
         )
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)

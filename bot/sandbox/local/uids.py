@@ -11,7 +11,7 @@ Without root there is no uid to switch to: every sandbox runs as the bot's own u
 they share its process cap (and the bot's own processes count against it too).
 
 The lock is per root: bots sharing a host with roots of their own each need a range of
-their own, set by SANDBOX_UID_BASE (read here, once, as the range is the process's).
+their own, starting at SANDBOX_UID_BASE (a setting, handed to the provider).
 """
 
 from __future__ import annotations
@@ -21,18 +21,21 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-# above the usual /etc/subuid ranges' first block and any login user
-UID_BASE = int(os.environ.get("SANDBOX_UID_BASE") or 200_000)
+from bot.settings.sandbox import DEFAULT_UID_BASE
+
 UID_COUNT = 50_000
 LEGACY_UID = 65534  # what every sandbox ran as before each had its own
-UID_RANGE = range(UID_BASE, UID_BASE + UID_COUNT)
+
+
+def uid_range(base: int = DEFAULT_UID_BASE) -> range:
+    return range(base, base + UID_COUNT)
 
 
 class UidsExhausted(RuntimeError):
     pass
 
 
-def claim_uid(root: Path, make: Callable[[int], None], uids: range = UID_RANGE) -> int:
+def claim_uid(root: Path, make: Callable[[int], None], uids: range) -> int:
     """Pick a uid no sandbox under `root` has and call `make(uid)` (which chowns the new
     sandbox's work folder to it) before another process can pick the same one."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -58,7 +61,7 @@ def in_use(root: Path) -> set[int]:
     return taken
 
 
-def owner(home: Path, uids: range = UID_RANGE) -> int | None:
+def owner(home: Path, uids: range) -> int | None:
     """The uid a sandbox runs as: its work folder's owner (the sandbox cannot chown it).
     None if that is no sandbox uid (root, say): such a folder is not run as its owner."""
     uid = os.stat(home / "work", follow_symlinks=False).st_uid

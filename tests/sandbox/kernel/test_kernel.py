@@ -17,7 +17,7 @@ from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
 from tests.fakes.buddy import FakeBuddy
-from tests.support import matplotlib_in_sandbox
+from tests.support import local_provider_at, matplotlib_in_sandbox
 
 GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)
 LOOP_IGNORING_INTERRUPTS = (
@@ -33,7 +33,9 @@ LOOP_IGNORING_INTERRUPTS = (
 @contextlib.asynccontextmanager
 async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator[SandboxProvider]:
     if backend == "local":
-        provider: SandboxProvider = LocalProvider(root, Limits(kernel_grace_s=GRACE_S), **options)
+        provider: SandboxProvider = local_provider_at(
+            root, Limits(kernel_grace_s=GRACE_S), **options
+        )
         try:
             yield provider
         finally:
@@ -181,7 +183,7 @@ async def test_an_attached_sandbox_has_a_fresh_kernel(backend: str, sandbox_root
         if backend == "local":  # the bot restarts: its sandboxes are found again
             assert isinstance(provider, LocalProvider)
             await provider.close()
-            provider = LocalProvider(sandbox_root)
+            provider = local_provider_at(sandbox_root)
         else:
             assert isinstance(provider, BuddyProvider)
             provider = BuddyProvider(provider.config)

@@ -16,7 +16,7 @@ from bot.sandbox.base import ExecResult, SandboxSpec
 from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
-from tests.support import Recorder, settings_for
+from tests.support import Recorder, local_provider_at, settings_for
 
 CPU_S = 3  # per-process soft limit, and the tree's budget (plus the grace)
 LOOPS = 8  # 8 loops killed one by one at CPU_S would spend 24 s; the tree may spend 8
@@ -40,7 +40,7 @@ def _language(spinner: str) -> str:
 
 
 async def _sandbox(root: Path, limits: Limits) -> tuple[LocalProvider, LocalSandbox]:
-    provider = LocalProvider(root, limits)
+    provider = local_provider_at(root, limits)
     return provider, await provider.create(SandboxSpec(session_key="spin"))
 
 

@@ -13,8 +13,9 @@ import pytest
 from bot.errors import SandboxError
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
-from bot.sandbox.local import LocalProvider, LocalSandbox
+from bot.sandbox.local import LocalSandbox
 from bot.sandbox.local.quota import used_bytes
+from tests.support import local_provider_at
 
 QUOTA = 40 << 20
 LOOP_WRITER = """
@@ -31,7 +32,7 @@ while True:
 
 @pytest.fixture
 async def sandbox(sandbox_root: Path) -> AsyncIterator[LocalSandbox]:
-    provider = LocalProvider(sandbox_root, Limits(disk_bytes=QUOTA))
+    provider = local_provider_at(sandbox_root, Limits(disk_bytes=QUOTA))
     sandbox = await provider.create(SandboxSpec(session_key="quota"))
     yield sandbox
     await sandbox.destroy()

@@ -23,7 +23,7 @@ from bot.sandbox.local.quota import used_bytes
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.leftovers import survivors
 from tests.sandbox.local.test_sandbox_isolation import eventually
-from tests.support import Recorder, settings_for
+from tests.support import Recorder, local_provider_at, settings_for
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def host_dir() -> Iterator[Path]:
 
 
 async def _sandbox(root: Path, limits: Limits = Limits()) -> tuple[LocalProvider, LocalSandbox]:  # noqa: B008
-    provider = LocalProvider(root, limits)
+    provider = local_provider_at(root, limits)
     return provider, await provider.create(SandboxSpec(session_key="attack"))
 
 
@@ -107,7 +107,7 @@ async def test_linked_or_folder_deliverables_are_not_posted_and_the_model_is_tol
 ) -> None:
     async with FakeAnthropic(_deliverables_script) as fake:
         runtime = Runtime.from_settings(
-            settings_for(fake.base_url, sandbox_root), LocalProvider(sandbox_root)
+            settings_for(fake.base_url, sandbox_root), local_provider_at(sandbox_root)
         )
         session = runtime.sessions.new("links")
         try:
@@ -154,7 +154,7 @@ async def _output_of(sandbox: LocalSandbox, command_id: str, needle: str) -> str
 async def test_one_sandbox_filling_its_process_cap_leaves_others_able_to_start(
     sandbox_root: Path,
 ) -> None:
-    provider = LocalProvider(sandbox_root, Limits(processes=64))
+    provider = local_provider_at(sandbox_root, Limits(processes=64))
     hog = await provider.create(SandboxSpec(session_key="hog"))
     other = await provider.create(SandboxSpec(session_key="other"))
     try:
@@ -186,7 +186,7 @@ async def test_detached_commands_are_capped_per_sandbox(sandbox_root: Path) -> N
 
 
 async def test_sandboxes_over_the_cap_wait_for_a_slot(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=60)
+    provider = local_provider_at(sandbox_root, max_sandboxes=1, wait_s=60)
     first = await provider.create(SandboxSpec(session_key="first"))
     waiting = asyncio.create_task(provider.create(SandboxSpec(session_key="second")))
     try:
@@ -203,7 +203,7 @@ async def test_sandboxes_over_the_cap_wait_for_a_slot(sandbox_root: Path) -> Non
 
 
 async def test_a_sandbox_that_finds_no_slot_is_refused_with_a_reason(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0.5)
+    provider = local_provider_at(sandbox_root, max_sandboxes=1, wait_s=0.5)
     first = await provider.create(SandboxSpec(session_key="first"))
     try:
         with pytest.raises(SandboxUnavailable, match="all 1 sandboxes this bot may run"):
@@ -380,7 +380,7 @@ async def test_open_files_are_capped_per_process(sandbox_root: Path, language: s
 
 
 async def test_a_free_slot_is_taken_at_once_even_without_waiting(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0)
+    provider = local_provider_at(sandbox_root, max_sandboxes=1, wait_s=0)
     sandbox = await provider.create(SandboxSpec(session_key="first"))
     try:
         assert provider.slots.waiting == []

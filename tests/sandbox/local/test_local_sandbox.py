@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
+from bot.compose import build_provider
 from bot.errors import SandboxError, SandboxPathError, SandboxUnavailable
 from bot.sandbox.base import (
     DATA_DIR,
@@ -30,6 +31,7 @@ from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, require_bubblewrap
 from bot.sandbox.local.bwrap import kill_containers_of
 from bot.sandbox.output import CappedBuffer
+from tests.support import WORKER_UID_BASE, local_provider_at, settings_for
 
 
 async def chunked(data: bytes, size: int) -> AsyncIterator[bytes]:
@@ -94,7 +96,7 @@ def test_require_bubblewrap_explains_how_to_install(
         require_bubblewrap(path=str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SandboxUnavailable, match=r"bubblewrap \(bwrap\) is not installed"):
-        LocalProvider(sandbox_root)
+        local_provider_at(sandbox_root)
 
 
 def test_provider_refuses_a_root_the_sandbox_user_cannot_reach(tmp_path: Path) -> None:
@@ -103,12 +105,27 @@ def test_provider_refuses_a_root_the_sandbox_user_cannot_reach(tmp_path: Path) -
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o700)
     with pytest.raises(SandboxUnavailable, match=r"cannot reach .*chmod o\+x"):
-        LocalProvider(locked / "sandboxes")
+        local_provider_at(locked / "sandboxes")
+
+
+async def test_the_uid_base_setting_picks_the_sandboxes_uids(sandbox_root: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only when running as root does each sandbox get a uid of its own")
+    base = WORKER_UID_BASE + 500  # this worker's range, apart from its other tests' sandboxes
+    provider = build_provider(
+        settings_for("http://127.0.0.1:9", sandbox_root, sandbox_uid_base=base)
+    )
+    try:
+        sandbox = await provider.create(SandboxSpec(session_key="uids"))
+        # the host uid is the work folder's owner (inside, the sandbox sees its own uid map)
+        assert (sandbox_root / sandbox.id / "work").stat().st_uid == base
+    finally:
+        await provider.close()
 
 
 def test_provider_refuses_to_run_sandboxes_as_root(sandbox_root: Path) -> None:
     with pytest.raises(SandboxUnavailable, match="must not run as root"):
-        LocalProvider(sandbox_root, sandbox_uid=0)
+        local_provider_at(sandbox_root, sandbox_uid=0)
 
 
 # -- running code --
@@ -165,7 +182,7 @@ async def test_python_exception_reaches_stderr(local_sandbox: LocalSandbox) -> N
 
 
 async def test_missing_interpreter_is_a_clear_result(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, interpreters={"node": "no-such-node-binary"})
+    provider = local_provider_at(sandbox_root, interpreters={"node": "no-such-node-binary"})
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     try:
         result = await sandbox.run_code("node", "console.log(1)", timeout_s=10)
@@ -194,7 +211,7 @@ async def test_layout_folders_exist(local_sandbox: LocalSandbox) -> None:
 
 
 async def test_output_cap_keeps_head_and_tail(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, Limits(output_bytes=1 << 20))
+    provider = local_provider_at(sandbox_root, Limits(output_bytes=1 << 20))
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     code = (
         "import sys\n"
@@ -377,7 +394,7 @@ async def test_unknown_command_id_is_an_error(local_sandbox: LocalSandbox) -> No
 
 
 async def test_close_kills_detached_commands(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     command_id = await sandbox.start_command("bash", "sleep 1000")
     await provider.close()
@@ -390,7 +407,7 @@ async def test_close_kills_detached_commands(sandbox_root: Path) -> None:
 
 
 async def test_detached_command_has_a_wall_clock_cap(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root, Limits(command_max_s=0.5))
+    provider = local_provider_at(sandbox_root, Limits(command_max_s=0.5))
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     try:
         command_id = await sandbox.start_command("bash", "sleep 1000")
@@ -430,7 +447,7 @@ def make_bare_repo(tmp_path: Path) -> Path:
 
 async def test_repo_is_checked_out_read_only_into_data(sandbox_root: Path, tmp_path: Path):
     bare = make_bare_repo(tmp_path)
-    provider = LocalProvider(sandbox_root, allowed_git_protocols=("file",))
+    provider = local_provider_at(sandbox_root, allowed_git_protocols=("file",))
     sandbox = await provider.create(SandboxSpec(session_key="s", repo_url=f"file://{bare}"))
     try:
         assert await read_all(sandbox, f"{DATA_DIR}/README.md") == b"# demo repo\n"
@@ -454,7 +471,7 @@ async def test_clone_failure_is_a_short_error_and_leaves_nothing(
 ) -> None:
     bare = make_bare_repo(tmp_path)
     # The default allows https only: a file:// URL is refused by git itself.
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     spec = SandboxSpec(session_key="s", repo_url=f"file://{bare}", tags=("t",))
     with pytest.raises(SandboxError, match=r"could not clone the repository: .*not allowed") as err:
         await provider.create(spec)
@@ -462,7 +479,7 @@ async def test_clone_failure_is_a_short_error_and_leaves_nothing(
     assert await ids(provider, "t") == []
     assert list(sandbox_root.iterdir()) == []
 
-    allowed = LocalProvider(sandbox_root, allowed_git_protocols=("file",))
+    allowed = local_provider_at(sandbox_root, allowed_git_protocols=("file",))
     missing = SandboxSpec(session_key="s", repo_url=f"file://{tmp_path}/missing.git")
     with pytest.raises(SandboxError, match="could not clone the repository"):
         await allowed.create(missing)
@@ -520,11 +537,11 @@ async def test_destroy_is_idempotent_and_later_calls_fail(
 
 
 async def test_destroy_id_removes_orphans_and_rejects_bad_ids(sandbox_root: Path) -> None:
-    first = LocalProvider(sandbox_root)
+    first = local_provider_at(sandbox_root)
     orphan = await first.create(SandboxSpec(session_key="s", tags=("bot",)))
     await first.close()
 
-    second = LocalProvider(sandbox_root)  # as after a restart
+    second = local_provider_at(sandbox_root)  # as after a restart
     assert await ids(second, "bot") == [orphan.id]
     await second.destroy_id(orphan.id)
     await second.destroy_id(orphan.id)
@@ -549,8 +566,8 @@ async def test_kill_right_after_start_never_hangs(local_sandbox: LocalSandbox) -
 async def test_attach_kills_containers_left_running(sandbox_root: Path) -> None:
     """A bot killed while starting a container may leave it running; the next bot's attach
     stops it before taking the sandbox over."""
-    first = LocalProvider(sandbox_root)
-    second = LocalProvider(sandbox_root)
+    first = local_provider_at(sandbox_root)
+    second = local_provider_at(sandbox_root)
     try:
         sandbox = await first.create(SandboxSpec(session_key="crashed"))
         command_id = await sandbox.start_command("bash", "sleep 300")

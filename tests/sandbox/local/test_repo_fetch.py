@@ -14,10 +14,10 @@ import pytest
 from bot.errors import SandboxError
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
-from bot.sandbox.local import LocalProvider
 from bot.sandbox.local.git import git_clone
 from bot.sandbox.repo_net import FetchRules, RepoRefused
 from tests.git_http import GitHttpServer, Redirector, make_repo
+from tests.support import local_provider_at
 
 HTTP = ("http",)  # the servers here speak plain HTTP; the bot's URLs must be https
 LOOPBACK_1 = (ipaddress.ip_network("127.0.0.1/32"),)  # allowed; 127.0.0.2 is not
@@ -134,7 +134,7 @@ async def test_the_checkout_counts_against_the_session_disk_quota(
 ) -> None:
     make_repo(tmp_path / "srv", {"big.bin": os.urandom(6 << 20)})
     async with GitHttpServer(tmp_path / "srv") as server:
-        provider = LocalProvider(
+        provider = local_provider_at(
             sandbox_root,
             Limits(disk_bytes=2 << 20),
             allowed_git_protocols=HTTP,

@@ -18,7 +18,6 @@ import pytest
 from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
 from bot.compose import Runtime
 from bot.sandbox.base import SandboxSpec
-from bot.sandbox.local import LocalProvider
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended, SandboxWaiting
 from bot.slack.notes import ROOM_DELETED
@@ -26,7 +25,7 @@ from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.sandbox.local.test_sandbox_isolation import eventually
 from tests.slack_harness import CHANNEL, running_bot
-from tests.support import Recorder, settings_for
+from tests.support import Recorder, local_provider_at, settings_for
 
 A, B, C, D = (f"T1:C1:500.{n}" for n in range(1, 5))
 CSV = b"year,value\n2000,1\n2010,2\n"
@@ -231,13 +230,13 @@ async def test_an_attach_cut_off_in_its_cgroup_gives_its_slot_back(sandbox_root:
     that blocks, as a FIFO with no reader) made no sandbox: it holds no slot after."""
     if os.geteuid() != 0:
         pytest.skip("memory cgroups are made only when the bot runs as root")
-    made = await (first := LocalProvider(sandbox_root)).create(SandboxSpec(session_key="x"))
+    made = await (first := local_provider_at(sandbox_root)).create(SandboxSpec(session_key="x"))
     await first.close()
     cgroups = sandbox_root / "cgroups"
     (cgroups / f"sandbox-{made.id}").mkdir(parents=True)
     fifo = cgroups / f"sandbox-{made.id}" / "memory.limit_in_bytes"
     os.mkfifo(fifo)
-    provider = LocalProvider(sandbox_root, max_sandboxes=1, wait_s=0, memory_cgroups=cgroups)
+    provider = local_provider_at(sandbox_root, max_sandboxes=1, wait_s=0, memory_cgroups=cgroups)
     attaching = asyncio.create_task(provider.attach(made.id))
     try:
         assert await eventually(lambda: provider.slots.taken == 1, 30)

@@ -17,6 +17,7 @@ from bot.errors import SandboxError, SandboxPathError
 from bot.sandbox.base import DATA_DIR, WORK_DIR, SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox
+from tests.support import local_provider_at
 
 SECRET = "sk-test-secret"
 MakeSandbox = Callable[..., Awaitable[LocalSandbox]]
@@ -31,7 +32,7 @@ def python_kernel() -> bool:
 
 @pytest.fixture
 async def local_sandbox(sandbox_root: Path, python_kernel: bool) -> AsyncIterator[LocalSandbox]:
-    provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
+    provider = local_provider_at(sandbox_root, python_kernel=python_kernel)
     sandbox = await provider.create(SandboxSpec(session_key="hostile"))
     yield sandbox
     await sandbox.destroy()
@@ -45,7 +46,7 @@ async def make_sandbox(sandbox_root: Path, python_kernel: bool) -> AsyncIterator
     sandboxes: list[LocalSandbox] = []
 
     async def make(**limits: object) -> LocalSandbox:
-        provider = LocalProvider(
+        provider = local_provider_at(
             sandbox_root,
             Limits(**limits),  # type: ignore[arg-type]
             python_kernel=python_kernel,
@@ -89,7 +90,7 @@ async def test_bot_environment_is_invisible(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-" + SECRET)
-    provider = LocalProvider(sandbox_root, python_kernel=python_kernel)
+    provider = local_provider_at(sandbox_root, python_kernel=python_kernel)
     sandbox = await provider.create(SandboxSpec(session_key="s"))
     code = (
         "import os, glob\n"
@@ -440,7 +441,7 @@ async def test_symlinks_to_host_files_do_not_leak(local_sandbox: LocalSandbox) -
 
 
 async def test_processes_a_cell_leaves_running_die_with_the_sandbox(sandbox_root: Path) -> None:
-    provider = LocalProvider(sandbox_root)
+    provider = local_provider_at(sandbox_root)
     sandbox = await provider.create(SandboxSpec(session_key="kernel"))
     code = "import subprocess\nsubprocess.Popen(['sleep', '1000.75']);"
     try:
