@@ -23,12 +23,13 @@ from bot.sandbox.local import LocalProvider
 from bot.sandbox.repo_net import FetchRules
 from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
-from bot.sessions.engine import Engine, OpenerFor
+from bot.sessions.engine import Engine
 from bot.sessions.events import Observer, ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
+from bot.sessions.thread_table import OpenerFor
 from bot.settings import Settings
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore

@@ -23,14 +23,14 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Literal
 
 from bot.errors import BotError
-from bot.sandbox.base import Sandbox, SandboxProvider
+from bot.sandbox.base import SandboxProvider
 from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
 from bot.sessions.thread import ThreadState
+from bot.sessions.thread_table import ThreadTable
 from bot.store.base import Fenced, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
-Load = Callable[[str], Awaitable[ThreadState]]
 IdleAction = Literal["delete", "stop"]
 Claim = Callable[[str], Awaitable[bool]]
 Release = Callable[[str], Awaitable[None]]
@@ -40,15 +40,14 @@ async def _always(key: str) -> bool:
     return True
 
 
-async def _nothing(key: str) -> None:
-    pass
+async def let_go_nothing(key: str) -> None:
+    """One process alone: there is no lease to let go."""
 
 
 class Lifecycle:
     def __init__(
         self,
-        threads: dict[str, ThreadState],
-        load: Load,
+        threads: ThreadTable,
         store: Store,
         provider: SandboxProvider,
         view_for: ViewFor,
@@ -65,9 +64,8 @@ class Lifecycle:
         # A thread this process does not hold is reaped only once claimed (with replicas,
         # its owner might be using it), and let go again after.
         self.claim = claim or _always
-        self.release = release or _nothing
+        self.release = release or let_go_nothing
         self._threads = threads
-        self._load = load
         self._store = store
         self._provider = provider
         self._view_for = view_for
@@ -84,25 +82,14 @@ class Lifecycle:
         self._evicting: set[str] = set()  # threads whose sandbox goes to make room now
         provider.on_full(self.make_room)
 
-    async def attach(self, record: SessionRecord, token: int | None = None) -> Sandbox | None:
-        """The stored session's sandbox if it still exists; otherwise it is noted as gone."""
-        if record.state != "active" or not record.sandbox_id:
-            return None
-        sandbox = await self._provider.attach(record.sandbox_id)
-        if sandbox is None:
-            await self._store.update_session(
-                record.key, sandbox_id=None, state="closed", token=token
-            )
-        return sandbox
-
     async def restore(self) -> list[RunRecord]:
         """After a start: reattach the sandboxes that still exist (stopping what a crash left
         running in them) and end the runs a crash cut off; returns those runs."""
         for record in await self._store.sessions_holding_sandboxes():
             if record.state == "active" and record.key not in self._threads:
-                thread = await self._load(record.key)
+                thread = await self._threads.load(record.key)
                 if thread.session.sandbox_id is not None:
-                    self._threads[record.key] = thread
+                    self._threads.hold(record.key, thread)
         interrupted = await self._store.runs_in_flight()
         for run in interrupted:
             await self._store.end_run(run.run_id, "interrupted", self._clock())
@@ -242,15 +229,8 @@ class Lifecycle:
             return True
         except Fenced:
             log.warning("thread %s: taken over by another replica; dropped here", key)
-            await self.drop_stale(key, thread)
+            await self._threads.drop_stale(key, thread)
             return False
-
-    async def drop_stale(self, key: str, thread: ThreadState) -> None:
-        """A copy whose writes the store refuses (its thread was taken over) leaves memory;
-        its sandbox is left alone: it is the new owner's now."""
-        if self._threads.get(key) is thread:
-            del self._threads[key]
-            await thread.session.close(destroy=False)
 
     async def _drop(self, key: str, thread: ThreadState) -> None:
         """A quiet thread whose sandbox is gone or stopped leaves this process's memory (its
@@ -259,7 +239,7 @@ class Lifecycle:
             return
         if thread.session.sandbox_id is not None and key not in self._stopped:
             return  # its sandbox still runs: a failed teardown, tried again next pass
-        del self._threads[key]
+        self._threads.remove(key, thread)
         await self._store.update_session(
             key, last_activity=thread.last_activity, token=thread.token
         )

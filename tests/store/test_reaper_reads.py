@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 
 from bot.sandbox.base import MakeRoom, Sandbox, SandboxInfo, SandboxSpec
 from bot.sessions.lifecycle import Lifecycle
+from bot.sessions.thread_table import ThreadTable
 from bot.store import SqliteStore, Store
 from bot.store.redis_store import RedisStore
 from tests.counting_store import counting
@@ -97,11 +98,13 @@ async def test_a_reaper_pass_reads_only_the_sessions_that_may_need_it(backing: A
     async def told(event: object) -> None:
         pass
 
-    async def load(key: str) -> Any:
-        raise AssertionError("nothing is loaded")
+    class NothingLoaded(ThreadTable):
+        async def load(self, key: str, repo_url: str | None = None) -> Any:
+            raise AssertionError("nothing is loaded")
 
+    threads = NothingLoaded(wrapped, sessions=None, opener_for=None)  # type: ignore[arg-type]
     lifecycle = Lifecycle(
-        {}, load, wrapped, provider, lambda key: told,  # type: ignore[arg-type]
+        threads, wrapped, provider, lambda key: told,  # type: ignore[arg-type]
         idle_timeout_s=IDLE_S, clock=lambda: NOW,
     )  # fmt: skip
     if redis is not None:
