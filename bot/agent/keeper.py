@@ -5,6 +5,7 @@ prompt is refused as too long)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +13,23 @@ from typing import Any
 import anthropic
 
 from bot.agent import compact, trim
+from bot.agent.blocks import compaction_iterations
 from bot.agent.context import ContextEditing, Thresholds
-from bot.agent.events import ContextTrimmed
-from bot.agent.model import RetryPolicy
+from bot.agent.events import ContextTrimmed, Event
+from bot.agent.model import ModelError, RetryPolicy
 from bot.agent.models import ModelLimits
+from bot.agent.totals import RunTotals
 from bot.agent.usage import Usage
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOKENS_PER_CHAR = 1 / 3  # until a response says; JSON and code run near 3 chars a token
 SUMMARY_SHARE = 0.6  # of the window, at most, for the transcript a summary is written from
 FALLBACK_WINDOW = 200_000
+GO_ON_NOTE = (
+    "The conversation was summarised above to fit the model's context. Go on with the latest "
+    "question; the steps you already took for it are in the summary."
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,32 @@ class ContextKeeper:
         if prompt and not edits and not trim.has_compaction(params["messages"]):
             self._per_char = prompt / (self._fixed_chars + trim.size(params["messages"]))
         return edits
+
+    def heard(self, params: dict[str, Any], message: Any, run: RunTotals) -> list[Event]:
+        """What a response tells the run: the server's compaction calls (their cost) and
+        its edits of the prompt."""
+        events: list[Event] = [
+            run.add_compaction(message.model, iteration)
+            for iteration in compaction_iterations(message)
+        ]
+        return events + list(self.seen(params, message))
+
+    async def before_question(self, history: list[dict[str, Any]]) -> Rewrite | None:
+        """`between_questions`, where a failed summary leaves the history as it was: the
+        question may still fit."""
+        try:
+            return await self.between_questions(history)
+        except ModelError:
+            log.warning("The conversation could not be summarised; it is sent as it is.")
+            return None
+
+    async def compact_if_possible(self, history: list[dict[str, Any]]) -> Rewrite | None:
+        """`compact` in the middle of a run (a prompt refused as too long); None when the
+        summary failed."""
+        try:
+            return await self.compact(history)
+        except ModelError:
+            return None
 
     def estimate(self, history: list[dict[str, Any]]) -> int:
         """The history's prompt tokens, scaled from the latest response."""

@@ -1,9 +1,13 @@
-"""The tool-use loop, written by hand on `AsyncAnthropic` (full history every turn)."""
+"""The tool-use loop, written by hand on `AsyncAnthropic` (full history every turn).
+
+Turn after turn: send the history, hear the reply, run its tool calls (`tool_calls`), and
+end when the model answers or a limit is reached (`endings`). The context keeper
+(`keeper`) keeps a long conversation within the model's window.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,66 +15,19 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from bot.agent.blocks import (
-    MODEL_KEY,
-    compaction_iterations,
-    dump,
-    for_api,
-    started,
-    texts,
-    tool_result,
-)
+from bot.agent import endings, tool_calls
+from bot.agent.blocks import MODEL_KEY, dump, for_api, texts
 from bot.agent.checking import Checked, check, correction
 from bot.agent.context import ContextEditing
-from bot.agent.events import (
-    RunFailed,
-    RunFinished,
-    RunView,
-    TextEmitted,
-    ToolCallFinished,
-)
-from bot.agent.keeper import ContextKeeper, Rewrite
+from bot.agent.endings import FULL_STOPS, FULL_WINDOW_NOTE, LAST_TURN_NOTE, TERMINAL_STOPS
+from bot.agent.events import RunFailed, RunFinished, RunView, TextEmitted
+from bot.agent.keeper import GO_ON_NOTE, ContextKeeper, Rewrite
 from bot.agent.model import ModelError, PromptTooLong, RetryPolicy, create_message
 from bot.agent.models import ModelLimits
 from bot.agent.prompt import system_blocks
-from bot.agent.tools import Toolbox, ToolOutcome, tool_definitions
+from bot.agent.tools import Toolbox, tool_definitions
 from bot.agent.totals import RunTotals
 from bot.agent.trim import drop_thinking
-
-log = logging.getLogger(__name__)
-
-LAST_TURN_NOTE = (
-    "This is your last turn: do not call any more tools. Write your answer now from what "
-    "you have, and say what is still unfinished."
-)
-CANCELLED_NOTE = "The user cancelled the run before this tool call finished."
-INTERRUPTED_NOTE = "The bot restarted before this tool call finished; it did not complete."
-TRUNCATED_CALL_NOTE = (
-    "Your reply hit the output token limit before this tool call was complete, so it was not "
-    "run. Send shorter code, or split the work into several calls."
-)
-TERMINAL_STOPS = {"end_turn", "stop_sequence"}
-FULL_WINDOW_NOTE = (
-    "This conversation has filled the model's context window, even summarised. Start a new "
-    "conversation to go on (attach the files there again)."
-)
-GO_ON_NOTE = (
-    "The conversation was summarised above to fit the model's context. Go on with the latest "
-    "question; the steps you already took for it are in the summary."
-)
-FULL_STOPS = {"model_context_window_exceeded"}
-ENDED_UNRUN = "The turn ended before this call ran."
-LIMIT_UNRUN = "The turn limit was reached before this call ran."
-BUDGET_UNRUN = "The run's budget was spent before this call ran."
-# Texts the loop writes itself: no step's output, and no question.
-OWN_NOTES = (
-    LAST_TURN_NOTE,
-    GO_ON_NOTE,
-    TRUNCATED_CALL_NOTE,
-    ENDED_UNRUN,
-    LIMIT_UNRUN,
-    BUDGET_UNRUN,
-)
 
 
 @dataclass(frozen=True)
@@ -116,20 +73,12 @@ class Agent:
         self._checkpoint = checkpoint
         self._question = ""
         self._run_calls: list[str] = []  # this run's steps, in order: what the thread numbers
-        self.history: list[dict[str, Any]] = []
-        self._repair(history or [])
+        # A run cut off by a crash may have left tool calls unanswered; they get results
+        # saying so, or the API would refuse the history.
+        self.history: list[dict[str, Any]] = list(history or [])
+        if unanswered := tool_calls.interrupted(self.history[-1] if self.history else None):
+            self._add_user(unanswered)
         self._unbind_thinking()
-
-    def _repair(self, history: list[dict[str, Any]]) -> None:
-        """A run cut off by a crash may have left tool calls unanswered; they get results
-        saying so, or the API would refuse the history."""
-        self.history = list(history)
-        last = self.history[-1] if self.history else None
-        if last and last["role"] == "assistant":
-            note = ToolOutcome(INTERRUPTED_NOTE, True, "killed")
-            calls = [b for b in last["content"] if b.get("type") == "tool_use"]
-            if calls:
-                self._add_user([tool_result(c["id"], note) for c in calls])
 
     def _unbind_thinking(self) -> None:
         """Thinking is bound to the model that wrote it: after a change of model, turns of the
@@ -156,7 +105,10 @@ class Agent:
         conversation, since the history is resent as is and stays in the prompt cache."""
         run = RunTotals(budget_usd=budget_usd)
         self._question, self._run_calls = question, []
-        await self._between_questions(run, view)
+        if self._keeper is not None and (
+            rewrite := await self._keeper.before_question(self.history)
+        ):
+            await self._apply(rewrite, run, view)
         self._add_user([{"type": "text", "text": t} for t in (*notes, question)])
         await self._save()
         try:
@@ -182,8 +134,9 @@ class Agent:
                 continue
             await view(run.add(message, window))
             stop = message.stop_reason or "end_turn"
-            if stop == "refusal":
-                return await self._refused(run, message, view)
+            if stop == "refusal":  # a refused turn is dropped, never run: the thread goes on
+                await view(failed := endings.refusal(run, message))
+                return failed
             if stop in FULL_STOPS and not compacted and await self._compact_now(run, view):
                 compacted = True  # the cut turn is dropped; it goes on from the summary
                 continue
@@ -197,7 +150,7 @@ class Agent:
                 if limit := await self._limit_reached(run, message, view, []):
                     return limit
                 continue
-            if (stop == "tool_use" and calls) or (stop == "max_tokens" and calls):
+            if stop in ("tool_use", "max_tokens") and calls:
                 for text in texts(message):
                     await view(TextEmitted(text))
                 if limit := await self._limit_reached(run, message, view, calls):
@@ -207,10 +160,11 @@ class Agent:
                 continue
             # A turn cut short (a full context window, say) may still hold calls: they are
             # answered unrun, or the history is refused at the next question.
-            self._answer_unrun(calls, ENDED_UNRUN)
+            self._answer_unrun(calls, endings.ENDED_UNRUN)
             await self._save()
             checked = await self._check(message)
-            if stop in TERMINAL_STOPS and checked.missing and not corrected and self._room(run):
+            room = endings.has_room(run, self._config.max_turns)
+            if stop in TERMINAL_STOPS and checked.missing and not corrected and room:
                 corrected = True
                 await self._correct(checked, run)
                 continue
@@ -220,22 +174,16 @@ class Agent:
         self, run: RunTotals, message: Message, view: RunView, calls: list[Any]
     ) -> RunFinished | None:
         """The run's end if its turn limit or budget is reached; unrun calls are answered."""
-        if run.turns >= self._config.max_turns:
-            self._answer_unrun(calls, LIMIT_UNRUN)
-            return await self._finish(run, message, view, "max_turns")
-        if run.over_budget:
-            self._answer_unrun(calls, BUDGET_UNRUN)
-            return await self._finish(run, message, view, "budget")
-        return None
+        if (limit := endings.limit_reached(run, self._config.max_turns)) is None:
+            return None
+        stop, note = limit
+        self._answer_unrun(calls, note)
+        return await self._finish(run, message, view, stop)
 
     async def _check(self, message: Message) -> Checked:
         """The answer's figures traced to the steps' outputs (the limits' notes left out)."""
         answer = "\n\n".join(texts(message)).strip()
-        return await check(answer, self._question, self.history, self._run_calls, OWN_NOTES)
-
-    def _room(self, run: RunTotals) -> bool:
-        """Whether one more turn fits the run's turn limit and budget."""
-        return run.turns < self._config.max_turns and not run.over_budget
+        return await check(answer, self._question, self.history, self._run_calls, endings.OWN_NOTES)
 
     async def _correct(self, checked: Checked, run: RunTotals) -> None:
         """The untraced figures back to the model, before any answer is shown."""
@@ -263,32 +211,16 @@ class Agent:
             params = {k: v for k, v in params.items() if k not in ("betas", "context_management")}
             message = await create_message(self._client, params, self._config.retry)
         if self._keeper is not None:
-            for iteration in compaction_iterations(message):
-                await view(run.add_compaction(message.model, iteration))
-            for event in self._keeper.seen(params, message):
+            for event in self._keeper.heard(params, message, run):
                 await view(event)
         return message
 
-    async def _between_questions(self, run: RunTotals, view: RunView) -> None:
-        """Clear or compact before a question, past the thresholds. A failed summary leaves
-        the history as it was: the question may still fit."""
-        if self._keeper is None:
-            return
-        try:
-            rewrite = await self._keeper.between_questions(self.history)
-        except ModelError:
-            log.warning("The conversation could not be summarised; it is sent as it is.")
-            return
-        if rewrite is not None:
-            await self._apply(rewrite, run, view)
-
     async def _compact_now(self, run: RunTotals, view: RunView) -> bool:
         """Compaction in the middle of a run, after the prompt was refused as too long."""
-        if self._keeper is None:
-            return False
-        try:
-            rewrite = await self._keeper.compact(self.history)
-        except ModelError:
+        if (
+            self._keeper is None
+            or (rewrite := await self._keeper.compact_if_possible(self.history)) is None
+        ):
             return False
         await self._apply(rewrite, run, view)
         self._add_user([{"type": "text", "text": GO_ON_NOTE}])
@@ -322,60 +254,22 @@ class Agent:
     async def _run_tools(
         self, calls: list[Any], view: RunView, truncated: bool, last_next: bool
     ) -> None:
-        """Run the calls one by one (they share a working folder) and answer every id."""
+        """Run the turn's calls and answer every id, even when cancelled."""
         results: list[dict[str, Any]] = []
         try:
-            for call in calls:
-                if truncated:
-                    outcome = ToolOutcome(TRUNCATED_CALL_NOTE, True, "invalid")
-                else:
-                    outcome = await self._run_tool(call, view)
-                results.append(tool_result(call.id, outcome))
+            await tool_calls.run_calls(
+                calls, self._toolbox, view, self._run_calls, results, truncated=truncated
+            )
         finally:
-            # Even when cancelled, every tool_use gets its result, or the history is unusable.
-            answered = {r["tool_use_id"] for r in results}
-            results += [
-                tool_result(c.id, ToolOutcome(CANCELLED_NOTE, True, "killed"))
-                for c in calls
-                if c.id not in answered
-            ]
+            results += tool_calls.cancelled(calls, results)
             if last_next:
                 results.append({"type": "text", "text": LAST_TURN_NOTE})
             self._add_user(results)
             await asyncio.shield(self._save())
 
-    async def _run_tool(self, call: Any, view: RunView) -> ToolOutcome:
-        args = call.input if isinstance(call.input, dict) else {}
-        start = started(call.id, call.name, args)
-        await view(start)
-        self._run_calls.append(call.id)
-        outcome = await self._toolbox.call(call.name, call.input)
-        await view(
-            ToolCallFinished(
-                call.id,
-                call.name,
-                outcome.status,
-                outcome.exit_code,
-                outcome.duration_s,
-                outcome.excerpt,
-                start.language,
-                start.code,
-            )
-        )
-        return outcome
-
     def _answer_unrun(self, calls: list[Any], note: str) -> None:
         if calls:
-            self._add_user([tool_result(c.id, ToolOutcome(note, True, "invalid")) for c in calls])
-
-    async def _refused(self, run: RunTotals, message: Message, view: RunView) -> RunFailed:
-        # A refused turn is dropped, never run, so the conversation can go on afterwards.
-        details = getattr(message, "stop_details", None)
-        why = getattr(details, "explanation", None) if details else None
-        reason = "The model declined this request."
-        failed = RunFailed(f"{reason} {why}" if why else reason, run.turns, run.usage, run.cost)
-        await view(failed)
-        return failed
+            self._add_user(tool_calls.unrun(calls, note))
 
     async def _finish(
         self,
@@ -386,20 +280,7 @@ class Agent:
         checked: Checked | None = None,
     ) -> RunFinished:
         checked = checked or await self._check(message)  # before the notes below, own figures
-        answer = "\n\n".join(texts(message)).strip()
-        if stop == "max_tokens":
-            answer += "\n\n_(The answer was cut at the output token limit.)_"
-        elif stop == "model_context_window_exceeded":
-            answer = (answer + "\n\n" if answer else "") + f"_({FULL_WINDOW_NOTE})_"
-        elif stop == "budget":
-            answer = (answer + "\n\n" if answer else "") + (
-                f"_(Stopped at this run's budget of ${run.budget_usd:.2f}.)_"
-            )
-        elif stop == "max_turns":
-            answer = (answer + "\n\n" if answer else "") + (
-                f"_(Stopped after {run.turns} turns, the limit per request. "
-                "Ask a follow-up to continue.)_"
-            )
+        answer = endings.closing("\n\n".join(texts(message)).strip(), stop, run)
         finished = RunFinished(
             answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd,
             checked.traces, checked.note,

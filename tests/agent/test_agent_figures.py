@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.checking import sources
+from bot.agent.endings import LAST_TURN_NOTE, OWN_NOTES
 from bot.agent.events import RunFinished, TextEmitted
-from bot.agent.loop import LAST_TURN_NOTE, OWN_NOTES, TRUNCATED_CALL_NOTE
+from bot.agent.tool_calls import TRUNCATED_CALL_NOTE
 from bot.trace import Source, summary, trace
 from tests.agent.test_agent_loop import run_python, session_with
 from tests.fakes.anthropic import Reply, text

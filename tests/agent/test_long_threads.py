@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from bot.agent.endings import FULL_WINDOW_NOTE
 from bot.agent.events import ContextTrimmed, ModelTurn, RunFailed, RunFinished
-from bot.agent.loop import FULL_WINDOW_NOTE
 from bot.agent.trim import CLEARED_MARK
 from bot.compose import Runtime
 from bot.sessions.session import Session
