@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import anthropic
 
-from bot.agent.model import build_client
+from bot.agent.model_client import build_client
 from bot.coord import Coordinator, LocalCoordinator
 from bot.coord.redis import RedisCoordinator
 from bot.folders import PRIVATE, own_folder, sandbox_root_mode

@@ -14,7 +14,7 @@ import anthropic
 from anthropic.types import Message
 from anthropic.types.beta import BetaMessage
 
-from bot.agent.model import RetryPolicy, create_message
+from bot.agent.model_client import RetryPolicy, create_message
 from bot.agent.trim import VARIABLES, blocks
 from bot.sandbox.base import WORK_DIR
 

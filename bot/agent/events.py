@@ -100,8 +100,8 @@ Event = (
 )
 
 
-class RunView(Protocol):
-    """Shows a run's events: a Slack thread, the terminal, or the audit on their way."""
+class AgentView(Protocol):
+    """Shows the model loop's events: a Slack thread, the terminal, or the audit on their way."""
 
     async def __call__(self, event: Event) -> None: ...
 

@@ -20,10 +20,10 @@ from bot.agent.blocks import MODEL_KEY, dump, for_api, texts
 from bot.agent.checking import Checked, check, correction
 from bot.agent.context import ContextEditing
 from bot.agent.endings import FULL_STOPS, FULL_WINDOW_NOTE, LAST_TURN_NOTE, TERMINAL_STOPS
-from bot.agent.events import RunFailed, RunFinished, RunView, TextEmitted
+from bot.agent.events import AgentView, RunFailed, RunFinished, TextEmitted
 from bot.agent.keeper import GO_ON_NOTE, ContextKeeper, Rewrite
-from bot.agent.model import ModelError, PromptTooLong, RetryPolicy, create_message
-from bot.agent.models import ModelLimits
+from bot.agent.model_client import ModelError, PromptTooLong, RetryPolicy, create_message
+from bot.agent.model_limits import ModelLimits
 from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, tool_definitions
 from bot.agent.totals import RunTotals
@@ -94,7 +94,7 @@ class Agent:
         self,
         question: str,
         context: str,
-        view: RunView,
+        view: AgentView,
         budget_usd: float | None = None,
         *,
         notes: Sequence[str] = (),
@@ -118,7 +118,7 @@ class Agent:
             await view(failed)
             return failed
 
-    async def _loop(self, run: RunTotals, context: str, view: RunView) -> RunFinished | RunFailed:
+    async def _loop(self, run: RunTotals, context: str, view: AgentView) -> RunFinished | RunFailed:
         system = system_blocks(context, cache=self._config.prompt_caching)
         max_tokens, window = await self._limit_values()
         compacted = False  # a prompt too long is compacted once, then the run ends
@@ -171,7 +171,7 @@ class Agent:
             return await self._finish(run, message, view, stop, checked)
 
     async def _limit_reached(
-        self, run: RunTotals, message: Message, view: RunView, calls: list[Any]
+        self, run: RunTotals, message: Message, view: AgentView, calls: list[Any]
     ) -> RunFinished | None:
         """The run's end if its turn limit or budget is reached; unrun calls are answered."""
         if (limit := endings.limit_reached(run, self._config.max_turns)) is None:
@@ -200,7 +200,7 @@ class Agent:
             return wanted, None
         return await self._limits.max_tokens(wanted), (await self._limits.get()).context_window
 
-    async def _request(self, params: dict[str, Any], run: RunTotals, view: RunView) -> Any:
+    async def _request(self, params: dict[str, Any], run: RunTotals, view: AgentView) -> Any:
         """One model turn; an endpoint that refuses the context-management betas gets the
         request again without them (the bot edits from then on)."""
         try:
@@ -215,7 +215,7 @@ class Agent:
                 await view(event)
         return message
 
-    async def _compact_now(self, run: RunTotals, view: RunView) -> bool:
+    async def _compact_now(self, run: RunTotals, view: AgentView) -> bool:
         """Compaction in the middle of a run, after the prompt was refused as too long."""
         if (
             self._keeper is None
@@ -227,7 +227,7 @@ class Agent:
         await self._save()
         return True
 
-    async def _apply(self, rewrite: Rewrite, run: RunTotals, view: RunView) -> None:
+    async def _apply(self, rewrite: Rewrite, run: RunTotals, view: AgentView) -> None:
         if rewrite.summary_call is not None:
             call = rewrite.summary_call
             await view(run.add_compaction(call.model, call.usage))
@@ -252,7 +252,7 @@ class Agent:
         return params
 
     async def _run_tools(
-        self, calls: list[Any], view: RunView, truncated: bool, last_next: bool
+        self, calls: list[Any], view: AgentView, truncated: bool, last_next: bool
     ) -> None:
         """Run the turn's calls and answer every id, even when cancelled."""
         results: list[dict[str, Any]] = []
@@ -275,7 +275,7 @@ class Agent:
         self,
         run: RunTotals,
         message: Message,
-        view: RunView,
+        view: AgentView,
         stop: str,
         checked: Checked | None = None,
     ) -> RunFinished:

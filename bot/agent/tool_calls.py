@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent.blocks import started, tool_result
-from bot.agent.events import RunView, ToolCallFinished
+from bot.agent.events import AgentView, ToolCallFinished
 from bot.agent.tools import Toolbox, ToolOutcome
 
 CANCELLED_NOTE = "The user cancelled the run before this tool call finished."
@@ -24,7 +24,7 @@ TRUNCATED_CALL_NOTE = (
 async def run_calls(
     calls: list[Any],
     toolbox: Toolbox,
-    view: RunView,
+    view: AgentView,
     steps: list[str],
     results: list[dict[str, Any]],
     *,
@@ -41,7 +41,7 @@ async def run_calls(
         results.append(tool_result(call.id, outcome))
 
 
-async def run_call(call: Any, toolbox: Toolbox, view: RunView, steps: list[str]) -> ToolOutcome:
+async def run_call(call: Any, toolbox: Toolbox, view: AgentView, steps: list[str]) -> ToolOutcome:
     """One call, told to the view as it starts and when it finishes."""
     args = call.input if isinstance(call.input, dict) else {}
     start = started(call.id, call.name, args)

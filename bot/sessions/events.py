@@ -84,7 +84,7 @@ SessionEvent = (
 
 
 class RunView(Protocol):
-    """`bot.agent.events.RunView`, for the engine's events as well as the agent's."""
+    """Shows a whole run: the engine's events as well as the model loop's (`AgentView`)."""
 
     async def __call__(self, event: SessionEvent) -> None: ...
 

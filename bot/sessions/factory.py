@@ -11,8 +11,8 @@ import anthropic
 
 from bot.agent.context import ContextConfig, ContextEditing
 from bot.agent.loop import Agent, AgentConfig, Checkpoint
-from bot.agent.model import RetryPolicy
-from bot.agent.models import ModelLimits
+from bot.agent.model_client import RetryPolicy
+from bot.agent.model_limits import ModelLimits
 from bot.agent.tools import SandboxGetter, Toolbox
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber

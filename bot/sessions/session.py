@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.agent.events import RunFailed, RunFinished, RunView
+from bot.agent.events import AgentView, RunFailed, RunFinished
 from bot.agent.loop import Agent
 from bot.agent.prompt import DataFile, session_context
 from bot.agent.tools import SandboxGetter
@@ -34,7 +34,6 @@ from bot.sandbox.base import (
 from bot.sessions.events import Outputs, SandboxWaiting
 from bot.sessions.files import FileOpener, Spooled, Tap, read_spool, safe_name, spool
 from bot.sessions.intake import Prepared, card_spooled, prepare
-from bot.sessions.notes import STOPPED, fresh_sandbox, not_posted
 from bot.sessions.outputs import (
     DEFAULT_CAPS,
     LeftOut,
@@ -43,6 +42,7 @@ from bot.sessions.outputs import (
     OutputFile,
     write_stream,
 )
+from bot.sessions.sandbox_changes import STOPPED, fresh_sandbox, not_posted
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
@@ -90,7 +90,7 @@ class Session:
         # Told the sandbox id as soon as one exists (or None when it is gone), to record it.
         self._on_sandbox = on_sandbox
         self._background: asyncio.Future[None] | None = None
-        self._reporter: RunView | None = None  # the run's, while one goes
+        self._reporter: AgentView | None = None  # the run's, while one goes
 
     @property
     def files(self) -> list[DataFile]:
@@ -222,7 +222,7 @@ class Session:
         return Intake(prepared.name, data, opener, spooled.sha256)
 
     async def ask(
-        self, question: str, view: RunView, budget_usd: float | None = None
+        self, question: str, view: AgentView, budget_usd: float | None = None
     ) -> RunFinished | RunFailed:
         async with self._turn_lock:
             self.start()

@@ -40,7 +40,7 @@ class ModelSettings(BaseModel):
             "per process, at the first run, from the Models API (`GET /v1/models/{id}`: "
             "`max_input_tokens`, `max_tokens`); a server without that route (a local "
             "Messages-API server) or one that does not answer falls back to the published "
-            "figures in `bot/agent/models.py`, and a model missing there to 200,000 / 64,000 "
+            "figures in `bot/agent/model_limits.py`, and a model missing there to 200,000 / 64,000 "
             "(logged)"
         ),
     )

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import notes, render, render_stream
+from bot.slack import render, render_stream, wording
 from bot.slack.agent_sessions import ACTIVE, PROCESSING, AgentSessions
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.threads import ThreadRef
@@ -51,7 +51,7 @@ class AgentStyle:
         self._in_session = sessions is not None and sessions.status(ref) == PROCESSING
         self._started = time.monotonic()
         self._refresh_s = refresh_s
-        self._loading = [notes.READING_QUESTION]
+        self._loading = [wording.READING_QUESTION]
         self.notes: list[str] = []  # the held file notes, should the stream never start
         self._live: LiveMessage | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -109,15 +109,15 @@ class AgentStyle:
     async def finished(self, event: RunFinished) -> None:
         await self._end()
         blocks = render.answer_end(event, self.elapsed_s, self._run_id, worked=self._worked)
-        await self._finish(event.answer or notes.NO_ANSWER, blocks)
+        await self._finish(event.answer or wording.NO_ANSWER, blocks)
 
     async def stopped(self, by: str | None) -> None:
         await self._end()
-        await self._finish(notes.stopped(by), [])
+        await self._finish(wording.stopped(by), [])
 
     async def failed(self, message: str) -> None:
         await self._end()
-        await self._finish(notes.failed(message), [])
+        await self._finish(wording.failed(message), [])
 
     async def _finish(self, text: str, blocks: list[Any]) -> None:
         """The last words; the session goes `active` with the stream's stop where it can
@@ -159,7 +159,7 @@ class AgentStyle:
     async def waiting(self, wait_s: float) -> None:
         """Slack's rate limits hold a call back: say so in the status while it waits."""
         if not self._in_session:
-            await self._threads.set_status(self._ref, [notes.slack_wait(wait_s), *self._loading])
+            await self._threads.set_status(self._ref, [wording.slack_wait(wait_s), *self._loading])
 
     @property
     def _stream(self) -> LiveMessage:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import notes, render
+from bot.slack import render, wording
 from bot.slack.web import SlackWeb
 
 TICK_S = 5.0  # how often the elapsed time on the status line moves
@@ -31,7 +31,7 @@ class ClassicStyle:
         return time.monotonic() - self._started
 
     async def begin(self) -> bool:
-        text, blocks = self._status(notes.WORKING, stoppable=True)
+        text, blocks = self._status(wording.WORKING, stoppable=True)
         self._status_ts = await self._web.post(self._channel, self._thread_ts, text, blocks)
         self._ticker = asyncio.create_task(self._tick())
         return True
@@ -40,7 +40,7 @@ class ClassicStyle:
         text, blocks = render.tool_started(step, event)
         ts = await self._web.post(self._channel, self._thread_ts, text, blocks)
         self._messages[event.call_id] = ts
-        self._show(notes.WORKING, stoppable=True)
+        self._show(wording.WORKING, stoppable=True)
 
     async def step_finished(self, step: int, event: ToolCallFinished) -> None:
         ts = self._messages.get(event.call_id)  # None: started before a fall-back to classic
@@ -48,7 +48,7 @@ class ClassicStyle:
             self._web.edits.edit(self._channel, ts, *render.tool_finished(step, event))
 
     async def finished(self, event: RunFinished) -> None:
-        await self._end(notes.DONE)
+        await self._end(wording.DONE)
         # cleaned whole before it is cut into messages (a secret across a cut)
         event = dataclasses.replace(event, answer=self._web.clean.text(event.answer))
         # Show work and Notebook under a run that ran steps (here: since it went classic)
@@ -57,12 +57,12 @@ class ClassicStyle:
             await self._web.post(self._channel, self._thread_ts, text, blocks)
 
     async def stopped(self, by: str | None) -> None:
-        await self._end(notes.stopped_label(by))
-        await self.say(notes.stopped(by))
+        await self._end(wording.stopped_label(by))
+        await self.say(wording.stopped(by))
 
     async def failed(self, message: str) -> None:
-        await self._end(notes.FAILED)
-        await self.say(notes.failed(message))
+        await self._end(wording.FAILED)
+        await self.say(wording.failed(message))
 
     async def say(self, text: str) -> None:
         await self._web.post(self._channel, self._thread_ts, *render.note(text))
@@ -93,4 +93,4 @@ class ClassicStyle:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            self._show(notes.WORKING, stoppable=True)
+            self._show(wording.WORKING, stoppable=True)

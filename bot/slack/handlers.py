@@ -15,14 +15,14 @@ from typing import Any
 
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
-from bot.slack import notes, render
+from bot.slack import render, wording
 from bot.slack.agent_sessions import PROCESSING, AgentSessions
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.analyses import Analyses
 from bot.slack.dm_threads import DmThreads
 from bot.slack.file_notes import safe_display
 from bot.slack.files import SlackFiles
-from bot.slack.intake import FileIntake
+from bot.slack.incoming_files import FileIntake
 from bot.slack.policy import Policy
 from bot.slack.routing import Router
 from bot.slack.threads import Click, ThreadRef
@@ -109,7 +109,7 @@ class SlackListeners:
         """Start an analysis of a repository; returns an ephemeral error, or None."""
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
-            return refusal or notes.RESTARTING
+            return refusal or wording.RESTARTING
         return await self.analyses.start(command)
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
@@ -118,7 +118,7 @@ class SlackListeners:
         not of the thread clicked in is not stopped."""
         run = await self.store.get_run(run_id) if self.store and run_id else None
         if run is None or not Click(user, channel, thread_ts).in_thread(run.key):
-            await self.web.ephemeral(channel, user, notes.NOT_THIS_THREAD, thread_ts)
+            await self.web.ephemeral(channel, user, wording.NOT_THIS_THREAD, thread_ts)
             return  # first: who asked another thread's run is not told either
         refusal = self.policy.stop_refusal(channel, user, run.user)
         if await self._turned_away(channel, user, thread_ts, refusal):
@@ -170,7 +170,7 @@ class SlackListeners:
 
     async def _stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:
         if not await self.engine.stop(run_id, user) and channel:
-            await self.web.ephemeral(channel, user, notes.RUN_ENDED, thread_ts)
+            await self.web.ephemeral(channel, user, wording.RUN_ENDED, thread_ts)
 
     async def on_routed(self, message: dict[str, Any]) -> None:
         """An event another replica passed on: this replica owns its thread."""
@@ -222,7 +222,7 @@ class SlackListeners:
         if await self._refused_click(click):
             return
         key, grant_id = render.continue_value(value)
-        elsewhere = None if click.in_thread(key) else notes.NOT_THIS_THREAD
+        elsewhere = None if click.in_thread(key) else wording.NOT_THIS_THREAD
         if await self._turned_away(click.channel, click.user, click.thread_ts, elsewhere):
             return
         routed = {"kind": "continue", "key": key, "grant_id": grant_id, "click": vars(click)}
@@ -231,7 +231,7 @@ class SlackListeners:
 
     async def _continue(self, key: str, grant_id: str, click: Click) -> None:
         if await self.engine.continue_run(key, click.user, grant_id) is None:
-            said = notes.CONTINUE_USED if self.engine.accepting else notes.RESTARTING
+            said = wording.CONTINUE_USED if self.engine.accepting else wording.RESTARTING
             await self.web.ephemeral(click.channel, click.user, said, click.thread_ts)
 
     async def _refused_click(self, click: Click) -> bool:
@@ -265,7 +265,7 @@ class SlackListeners:
         files = event.get("files") or []
         if not question and not files:  # no work yet: the thread is known, with no sandbox
             await self.engine.open(ref.key, start=False)
-            await self.web.post(ref.channel, ref.ts, notes.WHAT_NEXT)
+            await self.web.post(ref.channel, ref.ts, wording.WHAT_NEXT)
             return
         arriving = (ref.key, event.get("ts", ""))
         if question:  # a stop may cancel it before its run starts
@@ -304,7 +304,7 @@ class SlackListeners:
             return True  # Slack's own loading indicator and stop button say it
         if self.agent is not None and self.agent.allowed(ref.team):
             names = [safe_display(f.get("name") or "file") for f in files]
-            loading = [notes.reading(name) for name in names[:10]] or [notes.READING_QUESTION]
+            loading = [wording.reading(name) for name in names[:10]] or [wording.READING_QUESTION]
             if await self.agent.set_status(ref, loading):
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")

@@ -4,7 +4,7 @@ status line, the answer in messages. Agent: chunks for one streamed message (a p
 task per file and per step), the answer as markdown, its footer and feedback buttons.
 Under an answer whose run ran steps, in either style, the Show work and Notebook buttons
 (`work_buttons`); a run that only answered has no work to show, and gets neither.
-The texts the views say are in `notes.py`."""
+The texts the views say are in `wording.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.agent.clip import clip
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import markdown_split, notes
+from bot.slack import markdown_split, wording
 
 SECTION_MAX = 3000  # characters in a section block's text
 CODE_MAX = 2400
@@ -154,7 +154,10 @@ def work_buttons(run_id: str) -> dict[str, Any]:
         text = {"type": "plain_text", "text": label}
         return {"type": "button", "action_id": action_id, "value": run_id, "text": text}
 
-    elements = [button(SHOW_WORK_ACTION, notes.SHOW_WORK), button(NOTEBOOK_ACTION, notes.NOTEBOOK)]
+    elements = [
+        button(SHOW_WORK_ACTION, wording.SHOW_WORK),
+        button(NOTEBOOK_ACTION, wording.NOTEBOOK),
+    ]
     return {"type": "actions", "elements": elements}
 
 

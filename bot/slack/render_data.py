@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.results.charts import Chart
 from bot.results.tables import Table, monospace, number_columns, parse_number
-from bot.slack import notes
+from bot.slack import wording
 from bot.slack.render import escape
 from bot.slack.web.outgoing import inert
 
@@ -64,7 +64,7 @@ def table_blocks(table: Table, kind: str, *, csv_name: str | None) -> tuple[list
         blocks = [block]
     capped = shown < table.total_rows or columns < len(table.header)
     if capped:
-        note = notes.table_capped(
+        note = wording.table_capped(
             shown, table.total_rows, _note_name(csv_name), (columns, len(table.header))
         )
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
@@ -136,7 +136,7 @@ def _chars(cells: list[Block]) -> int:
 
 
 def _caption(caption: str) -> str:
-    return _clip(" ".join(caption.split()), CAPTION_MAX) or notes.TABLE_CAPTION
+    return _clip(" ".join(caption.split()), CAPTION_MAX) or wording.TABLE_CAPTION
 
 
 def _monospace_blocks(table: Table) -> tuple[list[Block], int]:
@@ -182,13 +182,13 @@ def chart_block(chart: Chart) -> tuple[Block | None, str]:
     """The `data_visualization` block for a chart, or None and why it does not fit one."""
     chart_type = CHART_TYPES.get(chart.kind)
     if chart_type is None:
-        return None, notes.CHART_KIND_UNKNOWN
+        return None, wording.CHART_KIND_UNKNOWN
     try:
         body = _pie(chart) if chart_type == "pie" else _series_chart(chart, chart_type)
     except _NoFit as why:
         return None, str(why)
     block = {"type": "data_visualization", "title": _title(chart), "chart": body}
-    return block, notes.CHART_FITS
+    return block, wording.CHART_FITS
 
 
 def _title(chart: Chart) -> str:
@@ -198,13 +198,13 @@ def _title(chart: Chart) -> str:
 
 def _pie(chart: Chart) -> Block:
     if not chart.segments:
-        raise _NoFit(notes.CHART_NO_SEGMENTS)
+        raise _NoFit(wording.CHART_NO_SEGMENTS)
     if len(chart.segments) > SEGMENTS_MAX:
-        raise _NoFit(notes.CHART_TOO_MANY_SEGMENTS.format(limit=SEGMENTS_MAX))
+        raise _NoFit(wording.CHART_TOO_MANY_SEGMENTS.format(limit=SEGMENTS_MAX))
     segments = []
     for n, segment in enumerate(chart.segments, start=1):
         if not (math.isfinite(segment.value) and segment.value > 0):
-            raise _NoFit(notes.CHART_NOT_POSITIVE)
+            raise _NoFit(wording.CHART_NOT_POSITIVE)
         label = _shown(segment.label or f"Slice {n}", NAME_MAX)
         segments.append({"label": label, "value": _json_number(segment.value)})
     return {"type": "pie", "segments": segments}
@@ -212,24 +212,24 @@ def _pie(chart: Chart) -> Block:
 
 def _series_chart(chart: Chart, chart_type: str) -> Block:
     if not chart.series:
-        raise _NoFit(notes.CHART_NO_SERIES)
+        raise _NoFit(wording.CHART_NO_SERIES)
     if len(chart.series) > SERIES_MAX:
-        raise _NoFit(notes.CHART_TOO_MANY_SERIES.format(limit=SERIES_MAX))
+        raise _NoFit(wording.CHART_TOO_MANY_SERIES.format(limit=SERIES_MAX))
     if not chart.categories:
-        raise _NoFit(notes.CHART_NO_CATEGORIES)
+        raise _NoFit(wording.CHART_NO_CATEGORIES)
     if len(chart.categories) > CATEGORIES_MAX:
-        raise _NoFit(notes.CHART_TOO_MANY_CATEGORIES.format(limit=CATEGORIES_MAX))
+        raise _NoFit(wording.CHART_TOO_MANY_CATEGORIES.format(limit=CATEGORIES_MAX))
     if not all(c.strip() for c in chart.categories):
-        raise _NoFit(notes.CHART_EMPTY_CATEGORY)
+        raise _NoFit(wording.CHART_EMPTY_CATEGORY)
     names = _unique(
         [s.name or f"Series {n}" for n, s in enumerate(chart.series, start=1)],
-        notes.CHART_NAMES_CLASH,
+        wording.CHART_NAMES_CLASH,
     )
-    categories = _unique(list(chart.categories), notes.CHART_CATEGORIES_CLASH)
+    categories = _unique(list(chart.categories), wording.CHART_CATEGORIES_CLASH)
     series = []
     for name, each in zip(names, chart.series, strict=True):
         if len(each.values) != len(categories) or not all(_finite(v) for v in each.values):
-            raise _NoFit(notes.CHART_GAP)
+            raise _NoFit(wording.CHART_GAP)
         points = [
             {"label": c, "value": _json_number(v)}
             for c, v in zip(categories, each.values, strict=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.results.charts import Chart, describe
 from bot.results.tables import Table, find_tables, monospace, to_csv, without_tables
-from bot.slack import notes, render, render_canvas, render_data
+from bot.slack import render, render_canvas, render_data, wording
 from bot.slack.surfaces import Shape, Surfaces
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
@@ -57,7 +57,7 @@ def split_answer(answer: str) -> tuple[str, list[Table]]:
 
     def instead(i: int, table: Table) -> str:
         if i < TABLES_MAX:
-            return notes.table_pointer(i + 1, table.caption)
+            return wording.table_pointer(i + 1, table.caption)
         return "```\n" + monospace(table, 2800)[0] + "\n```"
 
     return (without_tables(answer, spans, instead) if spans else answer), shown
@@ -145,7 +145,7 @@ def _message(
         texts.append(_plain(describe(chart, TEXT_MAX // 2), TEXT_MAX // 2))
     if canvas_id is not None:
         blocks.append(render_canvas.link(canvas_id))
-        texts.append(notes.REPORT_CANVAS)
+        texts.append(wording.REPORT_CANVAS)
     return "\n\n".join(texts), blocks, capped
 
 

@@ -14,7 +14,7 @@ from bot.results.charts import Chart, describe
 from bot.results.tables import Table
 from bot.sessions.events import BudgetSpent, Outputs
 from bot.sessions.outputs import left_out_note
-from bot.slack import notes, render
+from bot.slack import render, wording
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.answer_files import REPORT, Found, collect, csv_tables
@@ -83,7 +83,7 @@ class RunExtras:
         if note := left_out_note(found.left_out):
             await self.say(note)
         if self.finished.stop == "budget":
-            note = notes.budget_stop(self.finished.budget_usd)
+            note = wording.budget_stop(self.finished.budget_usd)
             grant = f"run:{self.run_id}"
             await self.say(
                 note, render.continue_button(note, self._ref.key, self._continue_usd, grant)
@@ -92,7 +92,7 @@ class RunExtras:
     async def _attach(self, found: Found, tables: list[Table], streamed: AgentStyle | None) -> None:
         uploads = await self._show_data(found, tables)
         if streamed is None and not any(u["filename"] == REPORT for u in uploads):
-            await self.say(notes.NO_REPORT)
+            await self.say(wording.NO_REPORT)
         if uploads:
             waiting = streamed.waiting if streamed else None
             file_ids = await self._web.upload(self._ref.channel, self._ref.ts, uploads, waiting)
@@ -106,9 +106,9 @@ class RunExtras:
         the budget's note (a thread's with a Continue button)."""
         await self._unhold()
         if event.scope == "user":
-            await self.say(notes.user_budget(event.spent_usd, event.limit_usd))
+            await self.say(wording.user_budget(event.spent_usd, event.limit_usd))
             return
-        note = notes.thread_budget(event.spent_usd, event.limit_usd)
+        note = wording.thread_budget(event.spent_usd, event.limit_usd)
         grant_id = f"spent:{secrets.token_hex(8)}"  # no run: this button's own
         await self.say(
             note, render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
@@ -117,7 +117,7 @@ class RunExtras:
     async def stopped_before_start(self, by: str | None) -> None:
         """A question stopped before its run started: its files' notes, and why no answer."""
         await self._unhold()
-        await self.say(notes.stopped(by))
+        await self.say(wording.stopped(by))
 
     async def _unhold(self) -> None:
         """Post the notes on files held for a run that will not come, as they are."""

@@ -1,6 +1,6 @@
 """How a thread shows one run: a `SlackRunView` per run (the engine asks for a fresh one
 each time), a small state machine that owns what the run has shown so far and decides what
-to send next. It asks the renderer (render.py, notes.py) for payloads, a style for how the
+to send next. It asks the renderer (render.py, wording.py) for payloads, a style for how the
 run looks (AgentStyle: the agent style's streamed message; ClassicStyle: messages per
 step), and the seam (web.py) to send them.
 
@@ -44,7 +44,7 @@ from bot.sessions.events import (
     SessionEvent,
     ViewFor,
 )
-from bot.slack import notes
+from bot.slack import wording
 from bot.slack.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessions
 from bot.slack.agent_style import AgentStyle
 from bot.slack.agent_threads import AgentThreads
@@ -141,7 +141,7 @@ class SlackRunView:
         except SlackGone as exc:
             self._lose_channel(exc.code)
             if not isinstance(event, LAST_WORDS):
-                raise ChannelGone(notes.channel_gone(exc.code)) from None
+                raise ChannelGone(wording.channel_gone(exc.code)) from None
         finally:  # a run that failed to show is still over for the session
             if not self._gone:
                 await self._move_session(event)
@@ -170,19 +170,19 @@ class SlackRunView:
                 await self._run.stopped(event.by)
             case RunInterrupted(why="shutdown"):
                 self.phase = Phase.FAILED
-                await self._run.failed(notes.SHUTDOWN)
+                await self._run.failed(wording.SHUTDOWN)
             case RunInterrupted(why="retried"):
-                await self._extras.say(notes.RETRIED)
+                await self._extras.say(wording.RETRIED)
             case RunInterrupted():
-                await self._extras.say(notes.INTERRUPTED)
+                await self._extras.say(wording.INTERRUPTED)
             case BudgetSpent():
                 await self._extras.budget_spent(event)
             case SandboxWaiting(limit=limit):
-                await self._extras.say(notes.WAITING.format(limit=limit))
+                await self._extras.say(wording.WAITING.format(limit=limit))
             case ContextTrimmed(kind="compacted"):
-                await self._extras.say(notes.COMPACTED)
+                await self._extras.say(wording.COMPACTED)
             case SandboxSuspended(kept_s=kept_s, for_room=for_room):
-                await self._extras.say(notes.suspended(kept_s, for_room))
+                await self._extras.say(wording.suspended(kept_s, for_room))
             case _:
                 await self._agent_event(event)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.slack import notes
+from bot.slack import wording
 from bot.slack.render import code_block, escape, fit, section
 from bot.store.base import RunRecord, ToolCallRecord
 
@@ -30,11 +30,11 @@ FIGURE_MAX = 200  # of a figure's own text
 def modal(run: RunRecord | None, calls: Sequence[ToolCallRecord]) -> dict[str, Any]:
     """The modal (a views.open view) for `run`, its tool calls in order in `calls`."""
     if run is None:
-        return _view([section(notes.RUN_GONE)], "")
+        return _view([section(wording.RUN_GONE)], "")
     if not run.figures:
-        return _view([section(notes.NO_FIGURES)], run.run_id)
+        return _view([section(wording.NO_FIGURES)], run.run_id)
     by_id = {c.call_id: c for c in calls}
-    blocks = [section(notes.SHOW_WORK_INTRO)]
+    blocks = [section(wording.SHOW_WORK_INTRO)]
     room = MAX_BLOCKS - len(blocks) - 1  # one kept for "… and N more"
     shown, lost, steps = 0, [], set()
     for figure in run.figures:
@@ -55,18 +55,18 @@ def modal(run: RunRecord | None, calls: Sequence[ToolCallRecord]) -> dict[str, A
         names = ", ".join(_said(f) for f in lost)
         blocks += [
             {"type": "divider"},
-            section(f"*{notes.FIGURE_NOT_FOUND.capitalize()}:* {names}"),
+            section(f"*{wording.FIGURE_NOT_FOUND.capitalize()}:* {names}"),
         ]
         shown += len(lost)
     if left := len(run.figures) - shown:
-        blocks.append(section(f"_{notes.more_figures(left)}_"))
+        blocks.append(section(f"_{wording.more_figures(left)}_"))
     return _view(blocks, run.run_id)
 
 
 def step_blocks(step: int, call: ToolCallRecord | None) -> list[dict[str, Any]]:
     """A step's heading and its code, shown once above the figures it printed."""
     what = f" · `{call.language or call.tool}`" if call is not None else ""
-    blocks = [{"type": "divider"}, section(f"*{notes.step_label(step)}*{what}")]
+    blocks = [{"type": "divider"}, section(f"*{wording.step_label(step)}*{what}")]
     if call is not None and call.code.strip():
         blocks.append(section(code_block(call.code, CODE_MAX)))
     return blocks
@@ -78,7 +78,7 @@ def figure_block(figure: dict[str, Any]) -> dict[str, Any]:
     line = str(figure.get("line") or "")
     if not line.strip():
         return section(said)
-    return section(f"{said} · {notes.OUTPUT_LINE}\n{code_block(line, LINE_MAX)}")
+    return section(f"{said} · {wording.OUTPUT_LINE}\n{code_block(line, LINE_MAX)}")
 
 
 def _said(figure: dict[str, Any]) -> str:
@@ -102,8 +102,8 @@ def _view(blocks: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
     return {
         "type": "modal",
         "callback_id": CALLBACK_ID,
-        "title": {"type": "plain_text", "text": notes.SHOW_WORK_TITLE},
-        "close": {"type": "plain_text", "text": notes.SHOW_WORK_CLOSE},
+        "title": {"type": "plain_text", "text": wording.SHOW_WORK_TITLE},
+        "close": {"type": "plain_text", "text": wording.SHOW_WORK_CLOSE},
         "private_metadata": run_id,
         "blocks": blocks,
     }

@@ -23,7 +23,7 @@ from bot.sessions.notebook_store import (
     notebook_text,
     thread_notebook,
 )
-from bot.slack import notes, render, show_work
+from bot.slack import render, show_work, wording
 from bot.slack.chart_files import ChartFiles
 from bot.slack.files import SlackFiles
 from bot.slack.policy import Policy
@@ -66,7 +66,7 @@ class WorkButtons:
         except Exception:  # the store, Slack or the notebook itself: say so, privately
             log.exception("could not upload the notebook of run %s", run_id)
             await self.web.ephemeral(
-                click.channel, click.user, notes.NOTEBOOK_FAILED, click.thread_ts
+                click.channel, click.user, wording.NOTEBOOK_FAILED, click.thread_ts
             )
 
     async def _upload(self, run: RunRecord) -> None:
@@ -112,7 +112,7 @@ class WorkButtons:
         run = await self.store.get_run(run_id) if run_id else None
         if run is None or not click.in_thread(run.key):
             await self.web.ephemeral(
-                click.channel, click.user, notes.NOT_THIS_THREAD, click.thread_ts
+                click.channel, click.user, wording.NOT_THIS_THREAD, click.thread_ts
             )
             return None
         return run

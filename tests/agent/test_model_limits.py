@@ -12,7 +12,7 @@ import anthropic
 import pytest
 
 from bot.agent.events import ModelTurn, RunFinished
-from bot.agent.models import DEFAULT, Limits, ModelLimits, fetch_limits
+from bot.agent.model_limits import DEFAULT, Limits, ModelLimits, fetch_limits
 from tests.agent.test_agent_loop import session_with
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text
 from tests.redis_server import free_port
@@ -52,7 +52,7 @@ async def test_a_server_that_does_not_answer_falls_back_to_the_table() -> None:
 async def test_an_unknown_model_gets_the_default_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.agent.models")
+    caplog.set_level(logging.WARNING, logger="bot.agent.model_limits")
     async with (
         FakeAnthropic(say("-"), models=["llama3.1"], models_api=False) as api,
         api.client() as client,
@@ -69,7 +69,7 @@ async def test_max_output_above_the_models_cap_is_sent_as_the_cap(
     sandbox_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The fake refuses max_tokens above a model's cap with a 400, as the API does."""
-    caplog.set_level(logging.WARNING, logger="bot.agent.models")
+    caplog.set_level(logging.WARNING, logger="bot.agent.model_limits")
     settings = {"anthropic_model": "claude-haiku-4-5", "max_output_tokens": 100_000}
     async with session_with(say("fine"), sandbox_root, **settings) as (session, fake):
         first = await session.ask("hi", Recorder())

@@ -13,7 +13,7 @@ from bot.agent.events import RunFinished
 from bot.compose import Runtime
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended
-from bot.sessions.notes import STOPPED
+from bot.sessions.sandbox_changes import STOPPED
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.support import Recorder, file_chunks, runtime_on

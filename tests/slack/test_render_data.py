@@ -13,7 +13,7 @@ from slack_sdk.models.blocks import Block
 
 from bot.results.charts import Chart, Segment, Series
 from bot.results.tables import Table
-from bot.slack import notes, render_data
+from bot.slack import render_data, wording
 from bot.slack.render_data import TABLE_KINDS, chart_block, table_blocks
 
 # --- the limits, as the contract states them --------------------------------------------
@@ -271,7 +271,7 @@ def test_ragged_rows_are_fitted_and_a_table_needs_a_column() -> None:
 
 
 def test_the_pointer_left_in_the_text() -> None:
-    assert notes.table_pointer(1, "Top countries") == "_Table 1 below: Top countries_"
+    assert wording.table_pointer(1, "Top countries") == "_Table 1 below: Top countries_"
 
 
 # --- charts ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from bot.slack import notes
+from bot.slack import wording
 from bot.slack.policy import Policy
 from bot.store.sqlite import SqliteStore
 from tests.e2e.test_guard_rails import echo, spender, stops
@@ -158,7 +158,7 @@ async def test_a_button_naming_another_threads_run_is_refused(
         await h.slack.click_button(status, "stop_run")  # its own button still stops it
         await h.wait_for_text(there, "Stopped by <@U0HUMAN01>")
 
-    assert told(h, "U0HUMAN01") == [notes.NOT_THIS_THREAD] * len(forged)
+    assert told(h, "U0HUMAN01") == [wording.NOT_THIS_THREAD] * len(forged)
     assert {e["thread_ts"] for e in h.slack.ephemerals} == {here}
     assert stopped_by is None
     assert not h.slack.views_opened and not h.slack.uploads

@@ -1,4 +1,4 @@
-"""The renderer (render.py, render_stream.py, notes.py): one test per event kind and UI
+"""The renderer (render.py, render_stream.py, wording.py): one test per event kind and UI
 style. Pure functions: payloads in, payloads out; the blocks pass the fake's Block Kit
 checks (what Slack refuses, it refuses)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.agent.usage import Usage
-from bot.slack import notes, render, render_stream
+from bot.slack import render, render_stream, wording
 from tests.fakes.slack.kit import block_problems
 
 STARTED = ToolCallStarted("toolu_1", "run_code", "python", "import pandas\nprint(1)")
@@ -46,7 +46,7 @@ def test_classic_a_finished_step_needs_only_its_end() -> None:
 
 
 def test_classic_the_status_line_has_a_stop_button_while_the_run_can_stop() -> None:
-    line = render.status_line(notes.WORKING, 2, 7.4)
+    line = render.status_line(wording.WORKING, 2, 7.4)
     assert line.endswith("· 2 steps · 7s")
     with_stop = render.status(line, run_id="run-1")
     assert with_stop[1]["elements"][0]["action_id"] == render.STOP_ACTION
@@ -62,13 +62,13 @@ def test_classic_the_answer_ends_with_its_footer() -> None:
 
 
 def test_classic_a_note_is_one_section() -> None:
-    text, blocks = render.note(notes.stopped("U1"))
+    text, blocks = render.note(wording.stopped("U1"))
     assert text == ":octagonal_sign: Stopped by <@U1>. Ask again when you are ready."
     assert blocks == [render.section(text)]
 
 
 def test_a_budget_note_carries_a_continue_button_naming_its_grant() -> None:
-    blocks = render.continue_button(notes.budget_stop(1.0), KEY, 2.0, "run:r1")
+    blocks = render.continue_button(wording.budget_stop(1.0), KEY, 2.0, "run:r1")
     button = blocks[1]["elements"][0]
     assert render.continue_value(button["value"]) == (KEY, "run:r1")
     assert "+$2.00" in button["text"]["text"] and block_problems(blocks) == []
@@ -131,9 +131,9 @@ def test_a_chart_gets_alt_text_and_a_report_none() -> None:
 
 
 def test_the_notes_say_how_long_a_stopped_sandbox_keeps_its_files() -> None:
-    assert "kept for 3 hours" in notes.suspended(3 * 3600)
-    assert notes.suspended(0) == notes.IDLE
-    assert notes.failed("boom") == ":warning: boom"
+    assert "kept for 3 hours" in wording.suspended(3 * 3600)
+    assert wording.suspended(0) == wording.IDLE
+    assert wording.failed("boom") == ":warning: boom"
 
 
 def test_the_footer_says_what_holds_of_the_figures_in_both_styles() -> None:

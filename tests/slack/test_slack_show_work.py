@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from slack_sdk.models.views import View
 
-from bot.slack import notes, show_work
+from bot.slack import show_work, wording
 from bot.store.base import RunRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.e2e.test_guard_rails import echo
@@ -210,7 +210,7 @@ async def test_the_buttons_obey_the_policy_and_a_failed_notebook_is_told_private
         await h.slack.wait_for(failed)
 
     assert all("not on it" in e["text"] for e in told())
-    assert [e["text"] for e in failed()] == [notes.NOTEBOOK_FAILED]
+    assert [e["text"] for e in failed()] == [wording.NOTEBOOK_FAILED]
     assert failed()[0]["thread_ts"] == thread
     assert len(h.slack.views_opened) == 1 and "*Step 1*" in modal_text(view)
     assert "*42*" in modal_text(view)
@@ -252,7 +252,7 @@ def test_the_modal_keeps_slacks_limits_however_many_and_long_the_figures(n: int)
     assert modal_problems(view) == [] and View(**view).validate_json() is None
     blocks = view["blocks"]
     assert len(blocks) <= 100
-    shown = sum(notes.OUTPUT_LINE in str(b.get("text")) for b in blocks)
+    shown = sum(wording.OUTPUT_LINE in str(b.get("text")) for b in blocks)
     if shown < n:
         assert (
             blocks[-1]["text"]["text"] == f"_… and {n - shown} more figure{'s' * (n - shown > 1)}_"
@@ -277,8 +277,8 @@ def test_a_figure_is_found_by_its_call_id_else_by_its_step() -> None:
 
 
 def test_no_run_or_no_figures_says_so() -> None:
-    assert notes.RUN_GONE in modal_text(show_work.modal(None, []))
-    assert notes.NO_FIGURES in modal_text(show_work.modal(run_with([]), []))
+    assert wording.RUN_GONE in modal_text(show_work.modal(None, []))
+    assert wording.NO_FIGURES in modal_text(show_work.modal(run_with([]), []))
 
 
 async def test_show_work_shows_what_the_checker_traced(sandbox_root: Path, monkeypatch) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sessions.notes import STOPPED
+from bot.sessions.sandbox_changes import STOPPED
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.fakes.buddy import RecordedRequest
 from tests.fakes.buddy.state import FakeSandbox

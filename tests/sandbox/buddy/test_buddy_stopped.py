@@ -13,7 +13,7 @@ from bot.agent.events import RunFinished
 from bot.errors import SandboxUnavailable
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyProvider, BuddySandbox
-from bot.sessions.notes import STOPPED
+from bot.sessions.sandbox_changes import STOPPED
 from tests.buddy_client import provider_for
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.fakes.buddy import FakeBuddy
