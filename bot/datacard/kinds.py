@@ -1,7 +1,7 @@
 """The one table of the data files the bot takes: how each kind's bytes are told, its usual
 extensions, and how it is taken in. `detect` applies it; nothing else decides a kind.
 
-A file is told by its bytes. Its name never refuses it: the extension only breaks ties
+A file is recognised by its content. Its name never refuses it: the extension only breaks ties
 between text kinds (a tab-separated `.tsv`), and a name promising JSON must hold JSON (a
 `.json` that is not is broken JSON, not a table to guess at).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# How a kind is taken in and carded. stream: carded on its way into the sandbox; spool:
-# checked and carded whole first (its directory or footer is at the end); unpack:
-# gunzip'ed on the way, then told again (one layer, of a streamed kind).
+# How a kind is taken in and profiled. stream: profiled on its way into the sandbox; spool:
+# checked and profiled whole first (its directory or footer is at the end); unpack:
+# gunzip'ed on the way, then recognised again (one layer, of a streamed kind).
 Intake = Literal["stream", "spool", "unpack"]
 
 

@@ -18,7 +18,7 @@ def given_up(name: str, kind: str, over: budget.OverBudget) -> DataCard:
 
 
 async def card_file(kind: str, path: Path, name: str) -> list[DataCard]:
-    """Check a spooled workbook or Parquet file and card it, off the event loop and out of
+    """Check a spooled workbook or Parquet file and profile it, off the event loop and out of
     its default executor. Raises CardError for a file refused. A card past its budget is
     given up (the file is taken in); one that never got a thread refuses the file, since
     a workbook not checked for zip bombs must not reach the sandbox."""

@@ -1,10 +1,10 @@
-"""What a file is, told by its bytes, and how it reaches the sandbox.
+"""What a file is, recognised by its content, and how it reaches the sandbox.
 
-Text data (CSV, TSV, JSON, JSON Lines) streams through, carded on the way. A gzip'ed file is
-unpacked as it streams (with a ratio and size cap) and saved unpacked. Workbooks and Parquet
-files are spooled first: their directory or footer is at the end, and they are checked (zip
-bombs, a Parquet file cut short) and carded from the spooled copy before any byte reaches the
-sandbox.
+Text data (CSV, TSV, JSON, JSON Lines) streams through, profiled into a data card on the
+way. A gzip'ed file is unpacked as it streams (with a ratio and size cap) and saved
+unpacked. Workbooks and Parquet files are spooled first: their directory or footer is at
+the end, and they are checked (zip bombs, a Parquet file cut short) and profiled from the
+spooled copy before any byte reaches the sandbox.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ async def prepare(name: str, chunks: AsyncIterator[bytes]) -> Prepared:
 
 
 async def card_spooled(kind: str, path: Path, name: str) -> list[DataCard]:
-    """Check a spooled workbook or Parquet file and card it, in the cards' own threads."""
+    """Check a spooled workbook or Parquet file and profile it, in the cards' own threads."""
     return await card_file(kind, path, name)
 
 

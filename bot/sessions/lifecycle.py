@@ -326,7 +326,7 @@ class Lifecycle:
         """Stop the sandbox but keep it; False if there was none (or it failed: next pass)."""
         try:
             if thread is not None:
-                return await thread.session.stop()
+                return await thread.session.stop_sandbox()
             if record.state != "active" or not record.sandbox_id:
                 return False
             sandbox = await self._provider.attach(record.sandbox_id)

@@ -110,7 +110,7 @@ class Session:
             self._uploads += [self._upload_later(i.file.path, _again(i)) for i in self.intakes]
             self._notes.append(fresh_sandbox(self.files))
 
-    def adopt(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
+    def attach(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
         """Take over a sandbox that already holds these files (after a restart)."""
         future: asyncio.Future[Sandbox] = asyncio.get_running_loop().create_future()
         future.set_result(sandbox)
@@ -169,11 +169,12 @@ class Session:
         return None if task.cancelled() or task.exception() else task.result()
 
     async def add_file(self, name: str, opener: FileOpener) -> Intake:
-        """Take a file in under a safe, unique name in the uploads folder, carded on the way.
+        """Take a file in under a safe, unique name in the uploads folder, profiled into a
+        data card on the way.
 
-        Its kind is told by its bytes (`intake.prepare`). Text data with the sandbox up
+        Its kind is recognised by its content (`intake.prepare`). Text data with the sandbox up
         streams straight into it; while the sandbox boots, or for a workbook or Parquet file
-        (checked and carded whole), it is spooled to local disk first, so the model can be
+        (checked and profiled whole), it is spooled to local disk first, so the model can be
         told about it at once; it reaches the sandbox as soon as it can.
         """
         self._taking_in += 1  # its sandbox does not go to make room meanwhile
@@ -274,7 +275,7 @@ class Session:
         async with self._turn_lock:
             await self.close()
 
-    async def stop(self) -> bool:
+    async def stop_sandbox(self) -> bool:
         """Stop the sandbox but keep it, files and all; the next question starts it again
         (asked meanwhile, it waits for the stop). False if there is no sandbox to stop."""
         async with self._turn_lock:

@@ -150,7 +150,7 @@ class ThreadTable:
         intakes = [self._intake(f) for f in await self._store.files(key)]
         sandbox = await self._attach(record, token)
         if sandbox is not None:
-            session.adopt(sandbox, intakes)
+            session.attach(sandbox, intakes)
         elif intakes:
             session.remember(intakes)
         last = record.last_activity if sandbox else now

@@ -10,6 +10,10 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from bot.folders import state_dir
 from bot.networks import parse_networks, parse_ports
 
+BUDDY_ACCOUNT = (
+    "Buddy token, workspace domain and project name "
+    "(see [Buddy sandboxes](sandboxes.md#buddy-sandboxes))"
+)
 # above the usual /etc/subuid ranges' first block and any login user
 DEFAULT_UID_BASE = 200_000
 
@@ -84,15 +88,15 @@ class SandboxSettings(BaseModel):
     )
     buddy_token: SecretStr | None = Field(
         default=None,
-        description="Buddy token, workspace domain and project name (see below)",
+        description=BUDDY_ACCOUNT,
     )
     buddy_workspace: str | None = Field(
         default=None,
-        description="Buddy token, workspace domain and project name (see below)",
+        description=BUDDY_ACCOUNT,
     )
     buddy_project: str | None = Field(
         default=None,
-        description="Buddy token, workspace domain and project name (see below)",
+        description=BUDDY_ACCOUNT,
     )
     buddy_api_url: str | None = Field(
         default=None,

@@ -79,7 +79,7 @@ async def test_resume_after_a_stop_keeps_the_files(backend: str, sandbox_root: P
             await session.add_file(POPULATION_CSV.name, opener)
             first = await session.ask("count rows", Recorder())
             first_id = session.sandbox_id
-            assert await session.stop()  # the thread went quiet
+            assert await session.stop_sandbox()  # the thread went quiet
             second = await session.ask("count again", Recorder())
             assert session.sandbox_id == first_id
         finally:
