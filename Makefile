@@ -48,6 +48,7 @@ test: system test-extras $(BIN)/.installed
 	$(BIN)/ruff format --check bot tests bench
 	$(BIN)/mypy
 	MYPYPATH=bot/sandbox/kernel/inside $(BIN)/mypy $(KERNEL_MODULES)
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=15
 
 bench: system system-extras $(BIN)/.installed

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import sandbox_root
-from bot.agent.events import RunFinished, discard
 from bot.compose import Runtime
+from bot.run_events import RunFinished, discard
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, file_chunks, settings_for
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import sandbox_root
-from bot.agent.events import RunFinished, discard
 from bot.compose import Runtime
+from bot.run_events import RunFinished, discard
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.buddy import FakeBuddy
 from tests.support import buddy_settings, settings_for

@@ -13,7 +13,7 @@ import argparse
 import asyncio
 
 from bench import sandbox_root
-from bot.agent.events import ContextTrimmed
+from bot.run_events import ContextTrimmed
 from tests.fakes.anthropic import FakeAnthropic
 from tests.long_thread import Analyst, question, recall
 from tests.support import Recorder, runtime_for

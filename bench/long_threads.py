@@ -23,7 +23,7 @@ from typing import Any
 
 from bench import sandbox_root
 from bench.curve import write_png
-from bot.agent.events import ModelTurn, RunFinished
+from bot.run_events import ModelTurn, RunFinished
 from tests.fakes.anthropic import FakeAnthropic
 from tests.long_thread import Analyst, question, recall
 from tests.support import Recorder, runtime_for

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import sandbox_root
-from bot.agent.events import Event, ModelTurn
 from bot.agent.pricing import price_table
-from bot.agent.usage import Usage
+from bot.run_events import Event, ModelTurn
+from bot.usage import Usage
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
 from tests.support import POPULATION_CSV, file_chunks, runtime_for

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bot.agent.events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.compose import Runtime
+from bot.run_events import Event, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
 from bot.sandbox.local import LocalProvider
 from bot.settings import Settings
 from bot.settings.sandbox import DEFAULT_UID_BASE

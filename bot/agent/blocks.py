@@ -6,8 +6,8 @@ from typing import Any
 
 from anthropic.types import Message
 
-from bot.agent.events import ToolCallStarted
 from bot.agent.tools import ToolOutcome
+from bot.run_events import ToolCallStarted
 
 MODEL_KEY = "model"  # on a saved assistant message: the model that wrote it
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from anthropic.types import Message
 
-from bot.agent.events import RunFailed
 from bot.agent.keeper import GO_ON_NOTE
 from bot.agent.tool_calls import TRUNCATED_CALL_NOTE
 from bot.agent.totals import RunTotals
+from bot.run_events import RunFailed
 
 LAST_TURN_NOTE = (
     "This is your last turn: do not call any more tools. Write your answer now from what "

@@ -15,11 +15,11 @@ import anthropic
 from bot.agent import compact, trim
 from bot.agent.blocks import compaction_iterations
 from bot.agent.context import ContextEditing, Thresholds
-from bot.agent.events import ContextTrimmed, Event
 from bot.agent.model_client import ModelError, RetryPolicy
 from bot.agent.model_limits import ModelLimits
 from bot.agent.totals import RunTotals
-from bot.agent.usage import Usage
+from bot.run_events import ContextTrimmed, Event
+from bot.usage import Usage
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from bot.agent.blocks import MODEL_KEY, dump, for_api, texts
 from bot.agent.checking import Checked, check, correction
 from bot.agent.context import ContextEditing
 from bot.agent.endings import FULL_STOPS, FULL_WINDOW_NOTE, LAST_TURN_NOTE, TERMINAL_STOPS
-from bot.agent.events import AgentView, RunFailed, RunFinished, TextEmitted
 from bot.agent.keeper import GO_ON_NOTE, ContextKeeper, Rewrite
 from bot.agent.model_client import ModelError, PromptTooLong, RetryPolicy, create_message
 from bot.agent.model_limits import ModelLimits
@@ -28,6 +27,7 @@ from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox, tool_definitions
 from bot.agent.totals import RunTotals
 from bot.agent.trim import drop_thinking
+from bot.run_events import AgentView, RunFailed, RunFinished, TextEmitted
 
 
 @dataclass(frozen=True)

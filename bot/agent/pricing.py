@@ -8,7 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from bot.agent.usage import Usage
+from bot.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.trim import VARIABLES
-from bot.datacard import DataCard, cards_for_model
+from bot.datacard.data_file import CARD_TOKENS, DataFile
 from bot.sandbox.base import DATA_DIR, OUT_DIR, REPORT_PATH, UPLOADS_DIR, WORK_DIR
 
 ANALYST = f"""\
@@ -49,27 +48,7 @@ in {OUT_DIR}/, are shown as sortable tables: put one value per cell, numbers wit
 """
 
 
-CARD_TOKENS = 600  # the most a file's card may take in the prompt
 CARDS_TOKENS = 2400  # all cards together: more files, shorter cards
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """A file the session took in, as the model is told about it."""
-
-    path: str
-    size: int
-    header: str  # the first line, for CSV-like files
-    cards: tuple[DataCard, ...] = ()  # what it holds (a workbook: one per sheet)
-
-    def describe(self, card_tokens: int = CARD_TOKENS) -> str:
-        lines = [f"- {self.path} ({self.size:,} bytes)"]
-        if self.header:
-            lines.append(f"  first line: {self.header[:300]}")
-        if self.cards:
-            card = cards_for_model(list(self.cards), card_tokens)
-            lines += ["  " + line for line in card.splitlines()]
-        return "\n".join(lines)
 
 
 def session_context(files: list[DataFile], repo_url: str | None) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.agent.blocks import started, tool_result
-from bot.agent.events import AgentView, ToolCallFinished
 from bot.agent.tools import Toolbox, ToolOutcome
+from bot.run_events import AgentView, ToolCallFinished
 
 CANCELLED_NOTE = "The user cancelled the run before this tool call finished."
 INTERRUPTED_NOTE = "The bot restarted before this tool call finished; it did not complete."

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.agent.clip import clip, last_lines
 from bot.agent.kernel_state import RESTARTED_AS_ASKED, kernel_note
+from bot.clip import clip, last_lines
 from bot.errors import BotError
 from bot.sandbox.base import WORK_DIR, CommandState, ExecResult, Sandbox
 from bot.scrub import NO_SECRETS, Scrubber

@@ -8,9 +8,9 @@ from typing import Any
 
 from anthropic.types import Message
 
-from bot.agent.events import ModelTurn
 from bot.agent.pricing import response_cost
-from bot.agent.usage import Usage
+from bot.run_events import ModelTurn
+from bot.usage import Usage
 
 
 @dataclass

@@ -11,9 +11,8 @@ from typing import Literal, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from bot.agent.events import ContextTrimmed, ModelTurn, RunFailed, RunFinished, ToolCallFinished
 from bot.agent.tools import TOOLS
-from bot.agent.usage import Usage
+from bot.run_events import ContextTrimmed, ModelTurn, RunFailed, RunFinished, ToolCallFinished
 from bot.sessions.events import (
     Observer,
     RunInterrupted,
@@ -21,6 +20,7 @@ from bot.sessions.events import (
     RunStopped,
     SessionEvent,
 )
+from bot.usage import Usage
 
 Service = Literal["slack", "anthropic", "sandbox", "store"]
 SERVICES: tuple[Service, ...] = ("slack", "anthropic", "sandbox", "store")

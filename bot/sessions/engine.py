@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.agent.prompt import DataFile
+from bot.datacard.data_file import DataFile
 from bot.sessions.budget import Budgets
 from bot.sessions.events import Observer, RunInterrupted, RunStopped, ViewFor
 from bot.sessions.factory import SessionFactory

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from bot.agent.events import Event
+from bot.run_events import Event
 from bot.sessions.outputs import OutputFile
 
 Outputs = Callable[[], AsyncIterator[OutputFile]]

@@ -10,15 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bot.agent.events import (
+from bot.errors import BotError, SandboxError
+from bot.run_events import (
     Event,
     ModelTurn,
     RunFailed,
     RunFinished,
     ToolCallFinished,
 )
-from bot.agent.usage import Usage
-from bot.errors import BotError, SandboxError
 from bot.sessions.events import (
     Observer,
     OutputsReady,
@@ -33,6 +32,7 @@ from bot.sessions.retry import Backoff
 from bot.sessions.session import Session
 from bot.sessions.thread import RunResult
 from bot.store.base import Fenced, RunOutcome, Store, ToolCallRecord
+from bot.usage import Usage
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ thread was quiet."""
 
 from __future__ import annotations
 
-from bot.agent.prompt import DataFile
+from bot.datacard.data_file import DataFile
 from bot.sandbox.base import WORK_DIR
 
 STOPPED = (

@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.agent.events import AgentView, RunFailed, RunFinished
 from bot.agent.loop import Agent
-from bot.agent.prompt import DataFile, session_context
+from bot.agent.prompt import session_context
 from bot.agent.tools import SandboxGetter
 from bot.datacard import CardTap
+from bot.datacard.data_file import DataFile
 from bot.errors import SandboxGone, SandboxPathError
+from bot.run_events import AgentView, RunFailed, RunFinished
 from bot.sandbox.base import (
     OUT_DIR,
     UPLOADS_DIR,

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from bot.agent.events import RunFailed, RunFinished
+from bot.run_events import RunFailed, RunFinished
 from bot.sessions.session import Session
 
 RunResult = RunFinished | RunFailed | None  # None: stopped, interrupted or never started

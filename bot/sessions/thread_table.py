@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, ItemsView, KeysView, ValuesView
 from typing import Any
 
-from bot.agent.prompt import DataFile
 from bot.datacard import DataCard
+from bot.datacard.data_file import DataFile
 from bot.sandbox.base import Sandbox, SandboxProvider
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener

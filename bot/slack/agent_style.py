@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import render, render_stream, wording
 from bot.slack.agent_sessions import ACTIVE, PROCESSING, AgentSessions
 from bot.slack.agent_threads import AgentThreads

@@ -10,7 +10,7 @@ import dataclasses
 import time
 from typing import Any
 
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import render, wording
 from bot.slack.web import SlackWeb
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from bot.agent.prompt import DataFile
 from bot.datacard import for_slack
+from bot.datacard.data_file import DataFile
 from bot.slack import render, render_stream
 from bot.slack.agent_threads import FileNote
 from bot.units import size_text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.prompt import DataFile
 from bot.datacard import for_slack
+from bot.datacard.data_file import DataFile
 from bot.errors import BotError
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileRejected, checked

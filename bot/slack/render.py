@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.agent.clip import clip
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
+from bot.clip import clip
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import markdown_split, wording
 
 SECTION_MAX = 3000  # characters in a section block's text

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.agent.clip import clip
-from bot.agent.events import ToolCallFinished, ToolCallStarted
+from bot.clip import clip
+from bot.run_events import ToolCallFinished, ToolCallStarted
 from bot.slack.render import CODE_MAX, EXCERPT_MAX, stop_button
 
 

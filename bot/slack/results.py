@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.results.chart_blocks import chart_block
 from bot.results.charts import Chart, describe
 from bot.results.tables import Table, find_tables, monospace, to_csv, without_tables
 from bot.slack import render, render_canvas, render_data, wording
@@ -159,7 +160,7 @@ def _plain(text: str, limit: int) -> str:
 
 
 def _block(chart: Chart) -> dict[str, Any] | None:
-    block, why = render_data.chart_block(chart)
+    block, why = chart_block(chart)
     if block is None:
         log.info("chart %s stays an image: %s", chart.image, why)
     return block

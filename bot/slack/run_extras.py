@@ -9,9 +9,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent.events import RunFinished
 from bot.results.charts import Chart, describe
 from bot.results.tables import Table
+from bot.run_events import RunFinished
 from bot.sessions.events import BudgetSpent, Outputs
 from bot.sessions.outputs import left_out_note
 from bot.slack import render, wording

@@ -24,14 +24,14 @@ import enum
 import logging
 from typing import Any
 
-from bot.agent.events import (
+from bot.errors import BotError
+from bot.run_events import (
     ContextTrimmed,
     RunFailed,
     RunFinished,
     ToolCallFinished,
     ToolCallStarted,
 )
-from bot.errors import BotError
 from bot.sessions.events import (
     BudgetSpent,
     OutputsReady,

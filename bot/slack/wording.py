@@ -132,20 +132,6 @@ def table_pointer(number: int, caption: str) -> str:
     return f"_Table {number} below: {caption}_"
 
 
-CHART_KIND_UNKNOWN = "Slack has no chart of this kind"
-CHART_NO_SERIES = "it has no data series"
-CHART_TOO_MANY_SERIES = "Slack draws at most {limit} series"
-CHART_NO_CATEGORIES = "it has no categories"
-CHART_TOO_MANY_CATEGORIES = "Slack draws at most {limit} categories"
-CHART_NAMES_CLASH = "its series names are the same once shortened to {limit} characters"
-CHART_CATEGORIES_CLASH = "its categories are the same once shortened to {limit} characters"
-CHART_EMPTY_CATEGORY = "a category has no name"
-CHART_GAP = "a series has no number for some category"
-CHART_NO_SEGMENTS = "it has no slices"
-CHART_TOO_MANY_SEGMENTS = "Slack draws at most {limit} slices"
-CHART_NOT_POSITIVE = "a slice is zero or negative"
-CHART_FITS = "Slack-drawable"
-
 REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
 
 # The Show work and Notebook buttons under an answer (show_work.py, handlers.py)

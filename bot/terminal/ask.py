@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime, build_store, repo_rules
 from bot.datacard import for_model
 from bot.errors import BotError, ConfigError
+from bot.run_events import RunFinished
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from bot.agent.clip import clip
-from bot.agent.events import (
+from bot.clip import clip
+from bot.results.chart_blocks import chart_block
+from bot.results.charts import MAX_BYTES, parse_chart
+from bot.results.tables import Table, find_tables, monospace, without_tables
+from bot.run_events import (
     ContextTrimmed,
     Event,
     RunFailed,
@@ -19,9 +22,6 @@ from bot.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from bot.agent.usage import Usage
-from bot.results.charts import MAX_BYTES, parse_chart
-from bot.results.tables import Table, find_tables, monospace, without_tables
 from bot.sessions.events import (
     BudgetSpent,
     Outputs,
@@ -33,8 +33,8 @@ from bot.sessions.events import (
 )
 from bot.sessions.outputs import left_out_note
 from bot.sessions.session import save_outputs
-from bot.slack.render_data import chart_block
 from bot.terminal.printable import printable
+from bot.usage import Usage
 
 CODE_LINES = 30
 WAITING = "All {limit} sandboxes this bot may run at once are in use; waiting for one…"

@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFailed, RunFinished
+from bot.run_events import RunFailed, RunFinished
 from bot.settings import DEFAULT_MODEL
 from tests.agent.test_agent_loop import run_python, session_with
 from tests.fakes.anthropic import (

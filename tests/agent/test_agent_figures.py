@@ -9,8 +9,8 @@ from typing import Any
 
 from bot.agent.checking import sources
 from bot.agent.endings import LAST_TURN_NOTE, OWN_NOTES
-from bot.agent.events import RunFinished, TextEmitted
 from bot.agent.tool_calls import TRUNCATED_CALL_NOTE
+from bot.run_events import RunFinished, TextEmitted
 from bot.trace import Source, summary, trace
 from tests.agent.test_agent_loop import run_python, session_with
 from tests.fakes.anthropic import Reply, text

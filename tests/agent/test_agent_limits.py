@@ -8,7 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from bot.agent.compact import SYSTEM as SUMMARY_SYSTEM
-from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
+from bot.run_events import RunFailed, RunFinished, ToolCallStarted
 from tests.agent.test_agent_loop import run_python, session_with
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, http_error, text
 from tests.fakes.anthropic.cache import total_input_tokens

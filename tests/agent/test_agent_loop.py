@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFailed, RunFinished, TextEmitted
+from bot.run_events import RunFailed, RunFinished, TextEmitted
 from bot.sessions.session import Session
 from tests.fakes.anthropic import (
     MAX_REQUEST_BYTES,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from bot.agent.endings import FULL_WINDOW_NOTE
-from bot.agent.events import ContextTrimmed, ModelTurn, RunFailed, RunFinished
 from bot.agent.trim import CLEARED_MARK
 from bot.compose import Runtime
+from bot.run_events import ContextTrimmed, ModelTurn, RunFailed, RunFinished
 from bot.sessions.session import Session
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore

@@ -11,8 +11,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from bot.agent.events import ModelTurn, RunFinished
 from bot.agent.model_limits import DEFAULT, Limits, ModelLimits, fetch_limits
+from bot.run_events import ModelTurn, RunFinished
 from tests.agent.test_agent_loop import session_with
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text
 from tests.redis_server import free_port

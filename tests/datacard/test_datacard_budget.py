@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import discard
 from bot.datacard import CardError, CardTap, budget, stream
 from bot.datacard.render import for_slack
+from bot.run_events import discard
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.intake import card_spooled
 from tests.fakes.anthropic import FakeAnthropic, Reply, text

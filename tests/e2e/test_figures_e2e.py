@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
+from bot.run_events import RunFinished
 from bot.sessions.events import RunStarted
 from tests.agent.test_agent_loop import run_python
 from tests.fakes.anthropic import Reply, text

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
+from bot.run_events import RunFinished
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import CHECKOUT, Recorder, local_provider_at, settings_for
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.cli import main
+from bot.run_events import RunFinished
 from bot.sessions.session import save_outputs
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.fakes.buddy import FakeBuddy

@@ -11,9 +11,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import render
+from bot.usage import Usage
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack.kit import block_problems
 

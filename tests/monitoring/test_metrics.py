@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import ModelTurn, RunFailed, RunFinished, ToolCallFinished
-from bot.agent.usage import Usage
 from bot.coord import LocalCoordinator
 from bot.errors import ConfigError
 from bot.monitoring import Metrics, metered
+from bot.run_events import ModelTurn, RunFailed, RunFinished, ToolCallFinished
 from bot.sessions.events import RunInterrupted, RunStarted, RunStopped, SessionEvent
 from bot.sessions.run import observed
 from bot.settings import load_settings
 from bot.store import NotFound, SqliteStore, Store, StoreError
+from bot.usage import Usage
 from tests.store.test_store import session
 
 

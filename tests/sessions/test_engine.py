@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFinished, ToolCallStarted
 from bot.compose import Runtime
+from bot.run_events import RunFinished, ToolCallStarted
 from bot.sessions.engine import Engine
 from bot.sessions.events import (
     BudgetSpent,

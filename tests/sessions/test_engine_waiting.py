@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished
 from bot.sessions.events import RunInterrupted, RunStarted, RunStopped
 from bot.sessions.run import RecordingView
 from bot.store.base import Fenced
 from bot.store.sqlite import SqliteStore
 from bot.trace.figures import Figure, Trace
+from bot.usage import Usage
 from tests.fakes.anthropic import Reply, text, tool_use
 from tests.sessions.test_engine import KEY, engine_on
 from tests.store.test_store import session

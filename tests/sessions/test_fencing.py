@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
 from bot.compose import Runtime
+from bot.run_events import RunFailed, RunFinished, ToolCallStarted
 from bot.sessions.events import RunStarted
 from bot.store.redis_keys import Keys
 from bot.store.redis_store import RedisStore

@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
+from bot.run_events import RunFinished
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import Recorder, settings_for

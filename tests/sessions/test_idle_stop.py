@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
+from bot.run_events import RunFinished
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended
 from bot.sessions.sandbox_changes import STOPPED

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import discard
-from bot.agent.prompt import DataFile
+from bot.datacard.data_file import DataFile
 from bot.errors import BotError
+from bot.run_events import discard
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.session import Session
 from bot.store.sqlite import SqliteStore

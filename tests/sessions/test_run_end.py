@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
+from bot.run_events import RunFinished
 from bot.sessions.engine import Engine
 from bot.sessions.events import OutputsReady, RunStarted, SessionEvent
 from bot.store.redis_store import RedisStore

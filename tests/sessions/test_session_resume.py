@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.agent.events import RunFinished
+from bot.run_events import RunFinished
 from bot.sessions.sandbox_changes import STOPPED
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use
 from tests.support import POPULATION_CSV, Recorder, file_chunks, runtime_on

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
+from bot.results.chart_blocks import chart_block
 from bot.results.charts import Chart, Segment, Series
 from bot.results.tables import Table
 from bot.slack import render_data, wording
-from bot.slack.render_data import TABLE_KINDS, chart_block, table_blocks
+from bot.slack.render_data import TABLE_KINDS, table_blocks
 
 # --- the limits, as the contract states them --------------------------------------------
 

@@ -9,14 +9,14 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.events import RunFinished, ToolCallStarted
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished, ToolCallStarted
 from bot.sessions.events import OutputsReady, RunStarted
 from bot.sessions.outputs import OutputFile
 from bot.slack.agent_threads import STATUS, AgentThreads
 from bot.slack.run_view import SlackRunView
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
+from bot.usage import Usage
 from tests.fakes.slack.api import FakeSlack
 
 CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack import render, render_stream, wording
+from bot.usage import Usage
 from tests.fakes.slack.kit import block_problems
 
 STARTED = ToolCallStarted("toolu_1", "run_code", "python", "import pandas\nprint(1)")

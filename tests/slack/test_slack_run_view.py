@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.sessions.events import RunStarted, RunStopped
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.run_view import ChannelGone, Phase, SlackRunView
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb, errors
+from bot.usage import Usage
 from tests.fakes.slack.api import FakeSlack
 
 CHANNEL, TEAM, HUMAN = "C0CHAN001", "T0FAKE001", "U0HUMAN01"

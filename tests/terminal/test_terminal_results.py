@@ -8,11 +8,11 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bot.agent.events import RunFinished
-from bot.agent.usage import Usage
+from bot.run_events import RunFinished
 from bot.sessions.events import OutputsReady
 from bot.sessions.outputs import OutputFile
 from bot.terminal.render import TerminalView
+from bot.usage import Usage
 
 ANSWER = """India grew most.
 

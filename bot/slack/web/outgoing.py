@@ -13,21 +13,12 @@ rich_text `broadcast` / `usergroup` elements become plain text.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from bot.results.mentions import WORD_JOINER, inert
 from bot.scrub import NO_SECRETS, Scrubber
 
-SPECIAL = re.compile(r"<!([^<>]*)(>?)")  # <!here>, <!subteam^S1|@team>, …, or an open one
-CROWD_WORD = re.compile(r"(?<![\w@])@(channel|here|everyone|group)\b", re.IGNORECASE)
-WORD_JOINER = "\u2060"
 CROWD_ELEMENTS = {"broadcast": "range", "usergroup": "usergroup_id"}
-
-
-def inert(text: str) -> str:
-    """`text` with no mention that notifies a channel or a user group."""
-    text = SPECIAL.sub(lambda m: f"&lt;!{m[1]}{'&gt;' if m[2] else ''}", text)
-    return CROWD_WORD.sub(lambda m: f"@{WORD_JOINER}{m[1]}", text)
 
 
 class Outgoing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.agent.events import RunFinished, discard
+from bot.run_events import RunFinished, discard
 from bot.sandbox.base import SandboxSpec
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, Reply, text, tool_use

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.errors import SandboxUnavailable
+from bot.run_events import RunFinished
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.buddy import BuddyProvider, BuddySandbox
 from bot.sessions.sandbox_changes import STOPPED

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished, ToolCallStarted
+from bot.run_events import RunFinished, ToolCallStarted
 from bot.sessions.engine import Engine
 from bot.sessions.events import RunStarted
 from bot.store.sqlite import SqliteStore

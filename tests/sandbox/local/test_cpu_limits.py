@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
+from bot.run_events import RunFinished
 from bot.sandbox.base import ExecResult, SandboxSpec
 from bot.sandbox.limits import CPU_HARD_GRACE_S, Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.events import RunFinished
 from bot.compose import Runtime
 from bot.errors import SandboxError, SandboxUnavailable
+from bot.run_events import RunFinished
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider, LocalSandbox, cgroups

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from bot.agent.events import RunFailed, RunFinished, ToolCallStarted
 from bot.compose import Runtime
+from bot.run_events import RunFailed, RunFinished, ToolCallStarted
 from bot.sandbox.base import SandboxSpec
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended, SandboxWaiting

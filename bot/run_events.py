@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from bot.agent.usage import Usage
 from bot.trace import Trace
+from bot.usage import Usage
 
 
 @dataclass(frozen=True)
