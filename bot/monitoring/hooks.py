@@ -3,17 +3,14 @@ store wrapper. Nothing else in the bot has to know about metrics."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-from typing import Any, cast
-
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from bot.monitoring.metered_store import MeteredStore
 from bot.monitoring.metrics import Metrics
-from bot.store.base import NotFound, Queued, Store, StoreError
+from bot.store.base import Store
 
 
 class SlackErrors(AsyncRetryHandler):
@@ -44,42 +41,6 @@ def _failed(response: HttpResponse) -> bool:
     return response.status_code >= 400 or body.get("ok") is False
 
 
-class _MeteredStore:
-    """Passes every call on to the store inside, counting the store's failures and the
-    questions put into and taken from thread queues. Generic over the methods, so the
-    Store protocol can grow without this having to follow."""
-
-    def __init__(self, store: Store, metrics: Metrics) -> None:
-        self._store = store
-        self._metrics = metrics
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._store, name)
-        if not inspect.iscoroutinefunction(method):
-            return method
-
-        @functools.wraps(method)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                result = await method(*args, **kwargs)
-            except NotFound:
-                raise  # a write about what is not there: the caller's mistake, not the store's
-            except StoreError:
-                self._metrics.error("store")
-                raise
-            self._count(name, result)
-            return result
-
-        return call
-
-    def _count(self, name: str, result: Any) -> None:
-        if name == "enqueue":
-            self._metrics.queued.inc()
-        elif name == "take_queued":
-            taken: list[Queued] = result
-            self._metrics.taken.inc(len(taken))
-
-
 def metered(store: Store, metrics: Metrics) -> Store:
     """`store`, its failures and queued questions counted in `metrics`."""
-    return cast(Store, _MeteredStore(store, metrics))
+    return MeteredStore(store, metrics)

@@ -12,7 +12,7 @@ from prometheus_client.exposition import choose_encoder
 
 from bot.errors import ConfigError
 from bot.monitoring.metrics import Metrics
-from bot.store.base import Store, StoreError
+from bot.store.base import StoreError, UpkeepStore
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ STORE_TIMEOUT_S = 3.0  # a store slower than this to answer a ping counts as dow
 class Health:
     """Ready for work: connected to Slack, the store answers, and not shutting down."""
 
-    def __init__(self, store: Store, slack_connected: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(self, store: UpkeepStore, slack_connected: Callable[[], Awaitable[bool]]) -> None:
         self._store = store
         self._slack_connected = slack_connected
         self.draining = False  # set when shutdown begins; never unset

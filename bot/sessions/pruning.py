@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bot.sessions.periodic import Periodic
 from bot.settings import Settings
-from bot.store.base import Pruned, Store
+from bot.store.base import Pruned, UpkeepStore
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def redis_ttl_s(settings: Settings) -> int:
 class Pruner:
     def __init__(
         self,
-        store: Store,
+        store: UpkeepStore,
         retention: Retention,
         *,
         interval_s: float,

@@ -31,7 +31,7 @@ from bot.sessions.events import (
 from bot.sessions.retry import Backoff
 from bot.sessions.session import Session
 from bot.sessions.thread import RunResult
-from bot.store.base import Fenced, RunOutcome, Store, ToolCallRecord
+from bot.store.base import Fenced, RunOutcome, RunStore, ToolCallRecord
 from bot.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class RecordingView:
     the thread's view."""
 
     def __init__(
-        self, store: Store, key: str, run_id: str, view: RunView, token: int | None = None
+        self, store: RunStore, key: str, run_id: str, view: RunView, token: int | None = None
     ) -> None:
         self.store, self._key, self._run_id, self._view = store, key, run_id, view
         self._token = token  # the thread's fencing token: a stale one stops the run here
@@ -184,7 +184,7 @@ def figure_records(result: RunFinished) -> list[dict[str, Any]]:
 
 
 async def end_run(
-    store: Store,
+    store: RunStore,
     run_id: str,
     outcome: RunOutcome,
     token: int | None,

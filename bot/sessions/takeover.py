@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from bot.coord.base import Coordinator
-from bot.store.base import RunRecord, Store
+from bot.store.base import RunRecord, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ PASSES_PER_LEASE = 3  # with a 15 s lease: a dead replica's run is told within a
 ASK_AGAIN_WITHIN_S = 3600.0  # an older question cut off (all replicas down a while) is not
 
 
-async def end_cut_runs(store: Store, key: str, token: int, now: float) -> list[RunRecord]:
+async def end_cut_runs(store: RunStore, key: str, token: int, now: float) -> list[RunRecord]:
     """End the thread's runs still in flight (their replica is gone) as interrupted."""
     cut = [run for run in await store.runs_in_flight() if run.key == key]
     for run in cut:
@@ -29,7 +29,7 @@ async def end_cut_runs(store: Store, key: str, token: int, now: float) -> list[R
     return cut
 
 
-async def ask_again(store: Store, run: RunRecord, now: float) -> bool:
+async def ask_again(store: RunStore, run: RunRecord, now: float) -> bool:
     """Whether a cut run's question is asked again: not if someone stopped it, if it is
     old, or if it was cut once before (a question that takes its replica down is not
     retried from replica to replica)."""
@@ -39,7 +39,7 @@ async def ask_again(store: Store, run: RunRecord, now: float) -> bool:
     return not any(r.outcome == "interrupted" and r.question == run.question for r in earlier)
 
 
-async def take_over(store: Store, coord: Coordinator, adopt: Adopt) -> list[str]:
+async def take_over(store: RunStore, coord: Coordinator, adopt: Adopt) -> list[str]:
     """One pass; returns the keys taken over (their cut runs ended by `adopt`)."""
     if not await coord.job("takeover"):
         return []
@@ -58,7 +58,7 @@ async def take_over(store: Store, coord: Coordinator, adopt: Adopt) -> list[str]
     return taken_over
 
 
-async def take_over_forever(store: Store, coord: Coordinator, adopt: Adopt) -> None:
+async def take_over_forever(store: RunStore, coord: Coordinator, adopt: Adopt) -> None:
     while True:
         try:
             await take_over(store, coord, adopt)

@@ -18,7 +18,7 @@ from bot.slack import render_canvas
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError, SlackRefused
-from bot.store.base import Store
+from bot.store.base import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ TokenFor = Callable[[str], int | None]  # the fencing token a thread's writes ca
 
 class ReportCanvases:
     def __init__(
-        self, web: SlackWeb, store: Store | None, token_for: TokenFor = lambda key: None
+        self, web: SlackWeb, store: SessionStore | None, token_for: TokenFor = lambda key: None
     ) -> None:
         """`token_for`: the engine's token for a thread, so that a replica the thread was
         taken from cannot overwrite the canvas id its new owner keeps."""

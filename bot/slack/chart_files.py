@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.base import Store
+from bot.store.base import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ KEPT_MAX = 1000  # ids kept per thread: the latest, so a long thread's record st
 
 
 class ChartFiles:
-    def __init__(self, store: Store | None) -> None:
+    def __init__(self, store: SessionStore | None) -> None:
         self._store = store
 
     async def add(

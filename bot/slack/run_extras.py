@@ -24,7 +24,7 @@ from bot.slack.results import AnswerData, ResultsPoster
 from bot.slack.surfaces import Surfaces
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
-from bot.store.base import Store
+from bot.store.base import SessionStore
 
 
 @dataclass
@@ -38,7 +38,7 @@ class DataSurfaces:
 
     @classmethod
     def of(
-        cls, web: SlackWeb, store: Store | None, token_for: TokenFor = lambda key: None
+        cls, web: SlackWeb, store: SessionStore | None, token_for: TokenFor = lambda key: None
     ) -> DataSurfaces:
         """Both, learning per workspace; canvas and chart ids kept in `store`, the canvas's
         written with the thread's fencing token (`token_for`)."""

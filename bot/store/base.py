@@ -152,31 +152,8 @@ class Pruned:
         )
 
 
-@runtime_checkable
-class Store(Protocol):
-    """Durable session state. Writes naming a session or run that does not exist raise NotFound.
-
-    Fencing: the writes a thread's owner makes for it take a `token` from `fence`. A token
-    older than the thread's newest is refused (Fenced) in the same step as the write, so a
-    replica that lost the thread while paused cannot overwrite its new owner's work.
-    `token=None` is not checked: one process alone, and inputs any replica may record (Stop
-    clicks, feedback)."""
-
-    async def open(self) -> None:
-        """Connect, and create or upgrade the schema."""
-        ...
-
-    async def close(self) -> None: ...
-
-    async def ping(self) -> None:
-        """A cheap round trip to the backing store (a health check); raises StoreError when
-        it does not answer."""
-        ...
-
-    async def fence(self, key: str) -> int:
-        """A new fencing token for the thread, greater than any before it (a counter per
-        thread, kept by the store); writes carrying an older one are refused from now on."""
-        ...
+class SessionStore(Protocol):
+    """A thread's session: its record, its conversation."""
 
     async def save_session(self, record: SessionRecord) -> None:
         """Insert or replace the session's fields; its history, files and runs are kept."""
@@ -213,33 +190,19 @@ class Store(Protocol):
         """The conversation, or [] when none was saved."""
         ...
 
-    async def grant(self, key: str, usd: float, *, token: int | None = None) -> None:
-        """Add a Continue allowance to the session's budget."""
-        ...
 
-    async def grant_once(
-        self, key: str, grant_id: str, usd: float, *, token: int | None = None
-    ) -> bool:
-        """`grant`, only the first time `grant_id` (one Continue button) is used: True if
-        this call granted it. Atomic, so racing clicks or replicas grant it once."""
-        ...
-
-    async def enqueue(
-        self, key: str, question: str, user: str, at: float, *, token: int | None = None
-    ) -> int:
-        """Queue a question for the session's next run; returns its id."""
-        ...
-
-    async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
-        """Remove and return one run's worth of the session's waiting questions: the oldest,
-        with those right after it from the same asker, the oldest first."""
-        ...
+class FileStore(Protocol):
+    """The files a session took in."""
 
     async def add_file(self, key: str, file: FileRecord, *, token: int | None = None) -> None: ...
 
     async def files(self, key: str) -> list[FileRecord]:
         """The session's files in the order they were taken in."""
         ...
+
+
+class RunStore(Protocol):
+    """Runs and their audit: turns, tool calls, figures, feedback, spend."""
 
     async def start_run(
         self,
@@ -318,7 +281,52 @@ class Store(Protocol):
         """USD spent by model turns since `since`, in a session and/or by a user's runs."""
         ...
 
-    # Upkeep: what the reaper reads, and what retention removes.
+
+class CoordinationStore(Protocol):
+    """What replicas and racing clicks agree on: fencing tokens, a thread's queue of
+    questions, and Continue allowances granted once."""
+
+    async def fence(self, key: str) -> int:
+        """A new fencing token for the thread, greater than any before it (a counter per
+        thread, kept by the store); writes carrying an older one are refused from now on."""
+        ...
+
+    async def enqueue(
+        self, key: str, question: str, user: str, at: float, *, token: int | None = None
+    ) -> int:
+        """Queue a question for the session's next run; returns its id."""
+        ...
+
+    async def take_queued(self, key: str, *, token: int | None = None) -> list[Queued]:
+        """Remove and return one run's worth of the session's waiting questions: the oldest,
+        with those right after it from the same asker, the oldest first."""
+        ...
+
+    async def grant(self, key: str, usd: float, *, token: int | None = None) -> None:
+        """Add a Continue allowance to the session's budget."""
+        ...
+
+    async def grant_once(
+        self, key: str, grant_id: str, usd: float, *, token: int | None = None
+    ) -> bool:
+        """`grant`, only the first time `grant_id` (one Continue button) is used: True if
+        this call granted it. Atomic, so racing clicks or replicas grant it once."""
+        ...
+
+
+class UpkeepStore(Protocol):
+    """Connecting, and what the reaper reads and retention removes."""
+
+    async def open(self) -> None:
+        """Connect, and create or upgrade the schema."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """A cheap round trip to the backing store (a health check); raises StoreError when
+        it does not answer."""
+        ...
 
     async def sessions_holding_sandboxes(
         self, quiet_since: float | None = None
@@ -347,3 +355,16 @@ class Store(Protocol):
         """Give the space pruning freed back to the file system (SQLite's VACUUM; Redis
         frees its memory itself)."""
         ...
+
+
+@runtime_checkable
+class Store(SessionStore, FileStore, RunStore, CoordinationStore, UpkeepStore, Protocol):
+    """Durable session state. Writes naming a session or run that does not exist raise NotFound.
+
+    Fencing: the writes a thread's owner makes for it take a `token` from `fence`. A token
+    older than the thread's newest is refused (Fenced) in the same step as the write, so a
+    replica that lost the thread while paused cannot overwrite its new owner's work.
+    `token=None` is not checked: one process alone, and inputs any replica may record (Stop
+    clicks, feedback).
+
+    One protocol per concern above; code that needs one concern takes that one."""
