@@ -9,7 +9,7 @@ the fake model answers each turn in 1 s and an in-process fake sandbox answers e
 run_code in 0.2 s, so a run takes 2.2 s at best and a batch of N started together ideally
 finishes in 2.2 s too.
 
-The bot (`bot.slack.app.serve`, with a runtime that carries the fake sandbox provider) runs
+The bot (`bot.slack.listen.app.serve`, with a runtime that carries the fake sandbox provider) runs
 in its own process, so its event loop and memory are measured apart from the fakes, which
 run in this process. Reported per batch:
 
@@ -70,7 +70,7 @@ from bot.sandbox.base import (
     SandboxSpec,
 )
 from bot.settings import Settings
-from bot.slack.app import serve
+from bot.slack.listen.app import serve
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import NO_TIERS, fake_world
 

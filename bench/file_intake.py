@@ -48,7 +48,7 @@ from bench.servers import served
 from bot.compose import Runtime
 from bot.sandbox.base import UPLOADS_DIR
 from bot.sessions.files import checked
-from bot.slack.files import SlackFiles
+from bot.slack.listen.files import SlackFiles
 from tests.fakes.loopback import serve
 from tests.support import buddy_settings, settings_for
 
@@ -181,7 +181,7 @@ async def one_case(case: dict[str, Any]) -> dict[str, float]:
         **extra,
     )
     runtime = Runtime.from_settings(settings)
-    http = aiohttp.ClientSession()  # as bot.slack.app makes it
+    http = aiohttp.ClientSession()  # as bot.slack.listen.app makes it
     files = SlackFiles(BOT_TOKEN, settings.slack_api_url, http)
     file, name = case["file"], case["file"]["name"]
     limit = settings.max_file_bytes

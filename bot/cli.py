@@ -22,7 +22,7 @@ from bot.errors import ConfigError
 from bot.logs import configure_logging
 from bot.sessions.notebook_store import notebook_text, saved_charts, thread_notebook
 from bot.settings import load_settings
-from bot.slack.app import serve
+from bot.slack.listen.app import serve
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
 from bot.terminal.printable import printable

@@ -1,4 +1,4 @@
-"""The real Slack app (`bot.slack.app.serve`) against fake Slack, model and Buddy servers."""
+"""The real Slack app (`bot.slack.listen.app.serve`) against fake Slack, model and Buddy servers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.settings import Settings
-from bot.slack.app import serve
+from bot.slack.listen.app import serve
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.buddy import FakeBuddy
 from tests.fakes.slack import FakeSlack

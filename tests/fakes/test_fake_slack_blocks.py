@@ -12,7 +12,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import render
+from bot.slack.render import block_kit
 from bot.usage import Usage
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack.kit import block_problems
@@ -122,18 +122,18 @@ DONE = RunFinished("a" * 30_000, turns=3, usage=Usage(), cost_usd=0.5, stop="end
 def bot_blocks() -> list[list[dict[str, Any]]]:
     """Every kind of body the bot's renderer makes, at its largest."""
     return [
-        render.status("Working " * 1000, run_id="r" * 200),
-        render.tool_started(1, STARTED)[1],
-        render.tool_finished(1, ENDED)[1],
-        render.tool_started(2, ESCAPED)[1],  # escaping makes it longer
-        render.continue_button(
+        block_kit.status("Working " * 1000, run_id="r" * 200),
+        block_kit.tool_started(1, STARTED)[1],
+        block_kit.tool_finished(1, ENDED)[1],
+        block_kit.tool_started(2, ESCAPED)[1],  # escaping makes it longer
+        block_kit.continue_button(
             "note " * 1000, "T0FAKE001:C0CHAN001:1767225600.000100", 9.99, "run:" + "r" * 12
         ),
-        [render.context(render.footer(DONE, 12.0)), render.feedback("r" * 200)],
-        [render.stop_button("r" * 200)],
-        *(blocks for _, blocks in render.answer_messages(DONE, 12.0)),
-        *(blocks for _, blocks in render.answer_messages(DONE, 12.0, "r" * 200)),
-        render.answer_end(DONE, 12.0, "r" * 200, worked=True),
+        [block_kit.context(block_kit.footer(DONE, 12.0)), block_kit.feedback("r" * 200)],
+        [block_kit.stop_button("r" * 200)],
+        *(blocks for _, blocks in block_kit.answer_messages(DONE, 12.0)),
+        *(blocks for _, blocks in block_kit.answer_messages(DONE, 12.0, "r" * 200)),
+        block_kit.answer_end(DONE, 12.0, "r" * 200, worked=True),
     ]
 
 

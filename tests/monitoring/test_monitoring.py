@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.agent.pricing import response_cost
 from bot.errors import ConfigError
-from bot.slack.app import serve
+from bot.slack.listen.app import serve
 from bot.usage import Usage
 from tests.fakes.anthropic import ModelRequest, Reply, http_error, text, tool_use
 from tests.redis_server import free_port

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.agent_sessions import AgentSessions
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_sessions import AgentSessions
 from bot.slack.web import SlackWeb
 from tests.fakes.slack import FakeSlack
 

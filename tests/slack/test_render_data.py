@@ -14,8 +14,8 @@ from slack_sdk.models.blocks import Block
 from bot.results.chart_blocks import chart_block
 from bot.results.charts import Chart, Segment, Series
 from bot.results.tables import Table
-from bot.slack import render_data, wording
-from bot.slack.render_data import TABLE_KINDS, table_blocks
+from bot.slack.render import data_blocks, wording
+from bot.slack.render.data_blocks import TABLE_KINDS, table_blocks
 
 # --- the limits, as the contract states them --------------------------------------------
 
@@ -113,7 +113,7 @@ COUNTRIES = Table(
 
 def test_constants() -> None:
     assert TABLE_KINDS == ("data_table", "table", "monospace")
-    assert render_data.tables_per_message == 1 and render_data.charts_per_message == 2
+    assert data_blocks.tables_per_message == 1 and data_blocks.charts_per_message == 2
 
 
 def test_data_table_numbers_sort_as_numbers_and_text_stays_text() -> None:
@@ -473,14 +473,14 @@ def test_cells_that_grow_when_escaped_still_fit_once_sent(kind: str) -> None:
 def test_a_caption_that_grows_when_escaped_stays_a_caption() -> None:
     hostile = Table("<!x>" * 100, ("a",), (("1",),), 1)
     [block] = sent(table_blocks(hostile, "data_table", csv_name=None)[0])
-    assert len(block["caption"]) <= render_data.CAPTION_MAX and "<!" not in block["caption"]
+    assert len(block["caption"]) <= data_blocks.CAPTION_MAX and "<!" not in block["caption"]
 
 
 def test_monospace_text_is_escaped_before_it_is_measured() -> None:
     hostile = table(200, 5, cell="<!x>")
     [block, _note] = sent(table_blocks(hostile, "monospace", csv_name=None)[0])
     text = block["elements"][1]["elements"][0]["text"]
-    assert len(text) <= render_data.MONOSPACE_MAX and "&lt;!x&gt;" in text
+    assert len(text) <= data_blocks.MONOSPACE_MAX and "&lt;!x&gt;" in text
 
 
 def test_chart_names_that_grow_when_escaped_still_fit_once_sent() -> None:

@@ -12,9 +12,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.run_events import RunFinished, ToolCallStarted
 from bot.sessions.events import OutputsReady, RunStarted
 from bot.sessions.outputs import OutputFile
-from bot.slack.agent_threads import STATUS, AgentThreads
-from bot.slack.run_view import SlackRunView
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_threads import STATUS, AgentThreads
+from bot.slack.view.run_view import SlackRunView
 from bot.slack.web import SlackWeb
 from bot.usage import Usage
 from tests.fakes.slack.api import FakeSlack

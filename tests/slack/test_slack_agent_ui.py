@@ -12,7 +12,7 @@ from pathlib import Path
 
 from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
 
-from bot.slack.agent_threads import STATUS
+from bot.slack.view.agent_threads import STATUS
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst

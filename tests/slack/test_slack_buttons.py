@@ -7,8 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from bot.slack import wording
-from bot.slack.policy import Policy
+from bot.slack.listen.policy import Policy
+from bot.slack.render import wording
 from bot.store.sqlite import SqliteStore
 from tests.e2e.test_guard_rails import echo, spender, stops
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use

@@ -191,7 +191,7 @@ def small_table(req: ModelRequest) -> Reply:
 async def test_a_workspace_without_the_new_blocks_gets_the_fallbacks_once_learnt(
     refused: set[str], kind: str, sandbox_root: Path, monkeypatch, caplog
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.slack.surfaces")
+    caplog.set_level(logging.WARNING, logger="bot.slack.view.surfaces")
     options = {"refuse_blocks": refused}
     async with running_bot("local", small_table, sandbox_root, monkeypatch, options) as h:
         for question in ("one", "two"):
@@ -220,7 +220,7 @@ async def test_a_workspace_without_charts_gets_the_png_alone(
 async def test_a_workspace_without_canvases_gets_the_report_file_alone(
     canvases: str, sandbox_root: Path, monkeypatch, caplog
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.slack.canvas")
+    caplog.set_level(logging.WARNING, logger="bot.slack.view.canvas")
     options = {"canvases": canvases}
     async with running_bot("local", rewriting_analyst, sandbox_root, monkeypatch, options) as h:
         for question in ("first report", "second report"):

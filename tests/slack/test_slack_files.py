@@ -1,4 +1,4 @@
-"""Slack file downloads (bot/slack/files.py) against the fake Slack and its CDN: https to
+"""Slack file downloads (bot/slack/listen/files.py) against the fake Slack and its CDN: https to
 Slack's hosts only, every redirect held to the same rule, and the bot token nowhere else."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.slack.files import FileUnreadable, SlackFiles
+from bot.slack.listen.files import FileUnreadable, SlackFiles
 from tests.fakes.loopback import serve
 from tests.fakes.slack import FakeSlack
 

@@ -73,7 +73,7 @@ async def test_a_bot_removed_mid_run_stops_the_run_and_says_so_once(
 
     assert runs == [("go", "failed")]
     assert "Step 2" not in h.texts(thread) and len(h.model.requests) == 3
-    gone = [r for r in caplog.records if r.name == "bot.slack.run_view"]
+    gone = [r for r in caplog.records if r.name == "bot.slack.view.run_view"]
     assert [r.levelname for r in gone] == ["WARNING"]
     assert f"channel {CHANNEL}" in gone[0].getMessage() and "Invite the bot back" in gone[0].message
     assert not [r for r in caplog.records if r.getMessage() == "a run failed"]  # no crash
@@ -102,7 +102,7 @@ async def test_a_bot_removed_mid_run_stops_its_streamed_run(
 
     assert runs == [("go", "failed")]
     assert len(h.model.requests) < h.settings.max_turns  # stopped, not run out
-    gone = [r for r in caplog.records if r.name == "bot.slack.run_view"]
+    gone = [r for r in caplog.records if r.name == "bot.slack.view.run_view"]
     assert [r.levelname for r in gone] == ["WARNING"] and "Invite the bot back" in gone[0].message
     assert not [r for r in caplog.records if r.getMessage() == "a run failed"]  # no crash
 

@@ -11,7 +11,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.scrub import REDACTED, Scrubber
-from bot.slack.markdown_split import PIECE_MAX
+from bot.slack.render.markdown_split import PIECE_MAX
 from bot.slack.web.outgoing import Outgoing
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.fakes.slack import FakeSlack

@@ -10,9 +10,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.sessions.events import RunStarted, RunStopped
-from bot.slack.agent_threads import AgentThreads
-from bot.slack.run_view import ChannelGone, Phase, SlackRunView
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.run_view import ChannelGone, Phase, SlackRunView
 from bot.slack.web import SlackWeb, errors
 from bot.usage import Usage
 from tests.fakes.slack.api import FakeSlack

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from slack_sdk.models.views import View
 
-from bot.slack import show_work, wording
+from bot.slack.render import show_work, wording
 from bot.store.base import RunRecord, ToolCallRecord
 from bot.store.sqlite import SqliteStore
 from tests.e2e.test_guard_rails import echo
@@ -98,7 +98,7 @@ def expired(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [
         r
         for r in caplog.records
-        if r.name == "bot.slack.work_buttons" and "expired_trigger_id" in r.getMessage()
+        if r.name == "bot.slack.listen.work_buttons" and "expired_trigger_id" in r.getMessage()
     ]
 
 
@@ -117,7 +117,7 @@ async def test_show_work_opens_from_the_store_also_after_a_restart(
             again = await open_show_work(h, answer, user="U0HUMAN02")
             await record_figures(h, run_id, n_more=300)
             many = await open_show_work(h, answer)
-            caplog.set_level(logging.WARNING, logger="bot.slack.work_buttons")
+            caplog.set_level(logging.WARNING, logger="bot.slack.listen.work_buttons")
             calls = len(h.slack.calls_to("views.open"))
             await h.slack.click_button(answer, "show_work", trigger_age_s=5.0)
             await h.slack.wait_for(lambda: len(h.slack.calls_to("views.open")) > calls)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.slack.app import LINK_DISABLED, serve
-from bot.slack.startup import SlackSetupError
+from bot.slack.listen.app import LINK_DISABLED, serve
+from bot.slack.listen.startup import SlackSetupError
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.slack_harness import CHANNEL, Harness, fake_world, running_bot
 from tests.support import POPULATION_CSV

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.slack.surfaces import Surfaces
+from bot.slack.view.surfaces import Surfaces
 
 TABLE = {"type": "data_table", "caption": "t", "rows": []}
 CHART = {"type": "data_visualization", "title": "c", "chart": {}}
@@ -15,7 +15,7 @@ def pointer(i: int, rest: str = "") -> str:
 
 
 def test_a_block_refused_as_a_whole_is_learnt_for_the_team_and_logged_once(caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="bot.slack.surfaces")
+    caplog.set_level(logging.WARNING, logger="bot.slack.view.surfaces")
     surfaces = Surfaces()
     shape = surfaces.shape("T1")
     assert surfaces.refused("T1", shape, [TABLE, CHART], [pointer(0, "/type")])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.canvas import ReportCanvases
 from bot.slack.threads import ThreadRef
+from bot.slack.view.canvas import ReportCanvases
 from bot.slack.web import SlackWeb
 from bot.store import Fenced, SqliteStore, Store
 from tests.fakes.slack.api import FakeSlack

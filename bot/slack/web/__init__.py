@@ -2,8 +2,8 @@
 
 `client.SlackWeb` is the only code that calls the Web API: every call paced (`pacing`),
 every payload cleaned (`outgoing`, and the secret scrubber), and Slack's error codes read
-once into the bot's own types (`errors`). `stream` is a run's streamed message on top of
-it (appends batched and paced), `edits` combines repeated edits of one message.
+once into the bot's own types (`errors`); `edits` combines repeated edits of one message.
+A run's streamed message on top of it is `bot/slack/view/stream.py`.
 """
 
 from bot.slack.web.client import SlackWeb, build_client, probe

@@ -20,7 +20,7 @@ from bot.run_events import RunFailed, RunFinished, ToolCallStarted
 from bot.sandbox.base import SandboxSpec
 from bot.sessions.engine import Engine
 from bot.sessions.events import SandboxSuspended, SandboxWaiting
-from bot.slack.wording import ROOM_DELETED
+from bot.slack.render.wording import ROOM_DELETED
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import FakeAnthropic, ModelRequest, Reply, text, tool_use
 from tests.sandbox.local.test_sandbox_isolation import eventually

@@ -20,22 +20,22 @@ from bot.monitoring import Health, Metrics, MonitoringServer, SlackErrors, meter
 from bot.sandbox.base import SandboxProvider
 from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
-from bot.slack.agent_sessions import AgentSessions
-from bot.slack.agent_threads import AgentThreads
-from bot.slack.files import SlackFiles
-from bot.slack.handlers import SlackListeners
-from bot.slack.policy import Policy
-from bot.slack.render import (
+from bot.slack.listen.files import SlackFiles
+from bot.slack.listen.handlers import SlackListeners
+from bot.slack.listen.policy import Policy
+from bot.slack.listen.startup import SlackSetupError, check_slack
+from bot.slack.render.block_kit import (
     CONTINUE_ACTION,
     FEEDBACK_ACTION,
     NOTEBOOK_ACTION,
     SHOW_WORK_ACTION,
     STOP_ACTION,
 )
-from bot.slack.run_extras import DataSurfaces
-from bot.slack.run_view import views
-from bot.slack.startup import SlackSetupError, check_slack
 from bot.slack.threads import Click
+from bot.slack.view.agent_sessions import AgentSessions
+from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.run_extras import DataSurfaces
+from bot.slack.view.run_view import views
 from bot.slack.web import SlackWeb, build_client
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from typing import Any
 from bot.results.chart_blocks import chart_block
 from bot.results.charts import Chart, describe
 from bot.results.tables import Table, find_tables, monospace, to_csv, without_tables
-from bot.slack import render, render_canvas, render_data, wording
-from bot.slack.surfaces import Shape, Surfaces
+from bot.slack.render import block_kit, canvas_text, data_blocks, wording
 from bot.slack.threads import ThreadRef
+from bot.slack.view.surfaces import Shape, Surfaces
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackMalformed
 
@@ -74,7 +74,7 @@ class ResultsPoster:
         charts = [(c, b) for c in data.charts[:CHARTS_MAX] if (b := _block(c)) is not None]
         tables = data.tables[:TABLES_MAX]
         csvs = {i: name or _csv_name(t.caption, taken) for i, (t, name) in enumerate(tables)}
-        per = render_data.charts_per_message
+        per = data_blocks.charts_per_message
         count = max(len(tables), -(-len(charts) // per), 1)
         uploads = []
         for i in range(count):
@@ -134,7 +134,7 @@ def _message(
     texts: list[str] = []
     capped = False
     if table is not None:
-        table_blocks, capped = render_data.table_blocks(
+        table_blocks, capped = data_blocks.table_blocks(
             table[0], shape.table_kind, csv_name=table[1]
         )
         blocks += table_blocks
@@ -145,7 +145,7 @@ def _message(
             blocks.append(block)
         texts.append(_plain(describe(chart, TEXT_MAX // 2), TEXT_MAX // 2))
     if canvas_id is not None:
-        blocks.append(render_canvas.link(canvas_id))
+        blocks.append(canvas_text.link(canvas_id))
         texts.append(wording.REPORT_CANVAS)
     return "\n\n".join(texts), blocks, capped
 
@@ -153,7 +153,7 @@ def _message(
 def _plain(text: str, limit: int) -> str:
     """`text` escaped for mrkdwn, shown as typed, cut to `limit` characters all told (an
     escape is never cut in half)."""
-    escaped = render.escape(text)
+    escaped = block_kit.escape(text)
     if len(escaped) <= limit:
         return escaped
     return PART_ENTITY.sub("", escaped[: limit - 1]) + "…"
@@ -177,4 +177,4 @@ def _csv_name(caption: str, taken: set[str]) -> str:
 
 
 def _csv_upload(table: Table, name: str) -> dict[str, Any]:
-    return render.upload(name, to_csv(table))
+    return block_kit.upload(name, to_csv(table))

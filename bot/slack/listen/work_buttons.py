@@ -1,4 +1,4 @@
-"""The Show work and Notebook buttons under an answer (render.work_buttons). Both read the
+"""The Show work and Notebook buttons under an answer (block_kit.work_buttons). Both read the
 store only, so any replica answers them, before or after a restart, whether or not it
 runs the thread.
 
@@ -23,11 +23,11 @@ from bot.sessions.notebook_store import (
     notebook_text,
     thread_notebook,
 )
-from bot.slack import render, show_work, wording
-from bot.slack.chart_files import ChartFiles
-from bot.slack.files import SlackFiles
-from bot.slack.policy import Policy
+from bot.slack.listen.files import SlackFiles
+from bot.slack.listen.policy import Policy
+from bot.slack.render import block_kit, show_work, wording
 from bot.slack.threads import Click, ThreadRef
+from bot.slack.view.chart_files import ChartFiles
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError
 from bot.store.base import RunRecord, Store, ToolCallRecord
@@ -76,7 +76,7 @@ class WorkButtons:
             raise LookupError(f"run {run.run_id!r} is not a Slack thread's")
         charts = functools.partial(self._charts, ref)
         text = await notebook_text(await thread_notebook(self.store, run.key, charts))
-        item = render.upload(f"{ref.ts}.ipynb", text.encode())
+        item = block_kit.upload(f"{ref.ts}.ipynb", text.encode())
         await self.web.upload(ref.channel, ref.ts, [item], None)
 
     async def _charts(self, ref: ThreadRef, _steps: Sequence[ToolCallRecord]) -> dict[str, bytes]:

@@ -44,14 +44,14 @@ from bot.sessions.events import (
     SessionEvent,
     ViewFor,
 )
-from bot.slack import wording
-from bot.slack.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessions
-from bot.slack.agent_style import AgentStyle
-from bot.slack.agent_threads import AgentThreads
-from bot.slack.classic_style import ClassicStyle
-from bot.slack.results import split_answer
-from bot.slack.run_extras import DataSurfaces, RunExtras
+from bot.slack.render import wording
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessions
+from bot.slack.view.agent_style import AgentStyle
+from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.classic_style import ClassicStyle
+from bot.slack.view.results import split_answer
+from bot.slack.view.run_extras import DataSurfaces, RunExtras
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackGone
 

@@ -16,9 +16,9 @@ from bot.results.charts import Chart, parse_chart
 from bot.results.tables import Table, table_from_csv
 from bot.sessions.events import Outputs
 from bot.sessions.outputs import LeftOut, write_stream
-from bot.slack import render
-from bot.slack.render_canvas import CANVAS_MAX
-from bot.slack.results import TABLES_MAX
+from bot.slack.render import block_kit
+from bot.slack.render.canvas_text import CANVAS_MAX
+from bot.slack.view.results import TABLES_MAX
 
 CHART_SUFFIX = ".chart.json"  # the kernel's record of the chart in the image of that stem
 CHART_MAX_BYTES = 512 << 10
@@ -114,7 +114,7 @@ def _limit(name: str) -> int | None:
 
 
 def _is_image(name: str) -> bool:
-    return name.lower().endswith(render.IMAGE_SUFFIXES)
+    return name.lower().endswith(block_kit.IMAGE_SUFFIXES)
 
 
 def _stem(name: str) -> str:

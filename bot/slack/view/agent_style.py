@@ -22,12 +22,12 @@ import time
 from typing import Any
 
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import render, render_stream, wording
-from bot.slack.agent_sessions import ACTIVE, PROCESSING, AgentSessions
-from bot.slack.agent_threads import AgentThreads
+from bot.slack.render import block_kit, stream_chunks, wording
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_sessions import ACTIVE, PROCESSING, AgentSessions
+from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.stream import LiveMessage
 from bot.slack.web.errors import SlackGone
-from bot.slack.web.stream import LiveMessage
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class AgentStyle:
         self._run_task = asyncio.current_task()
         held = self._threads.claim(self._ref.key)
         self.notes = [note.text for note in held]
-        opening = render_stream.plan_opening(self._run_id, [note.task for note in held])
+        opening = stream_chunks.plan_opening(self._run_id, [note.task for note in held])
         self._live = LiveMessage(
             self._threads.web,
             self._ref,
@@ -98,17 +98,17 @@ class AgentStyle:
 
     async def step_started(self, step: int, event: ToolCallStarted) -> None:
         self._worked = True
-        self._loading = [render_stream.step_title(step, event)]
+        self._loading = [stream_chunks.step_title(step, event)]
         if self._stream.starting and not self._in_session:  # the status names the step
             await self._threads.set_status(self._ref, self._loading)
-        self._stream.add([render_stream.task_started(step, event)])
+        self._stream.add([stream_chunks.task_started(step, event)])
 
     async def step_finished(self, step: int, event: ToolCallFinished) -> None:
-        self._stream.add([render_stream.task_finished(step, event)])
+        self._stream.add([stream_chunks.task_finished(step, event)])
 
     async def finished(self, event: RunFinished) -> None:
         await self._end()
-        blocks = render.answer_end(event, self.elapsed_s, self._run_id, worked=self._worked)
+        blocks = block_kit.answer_end(event, self.elapsed_s, self._run_id, worked=self._worked)
         await self._finish(event.answer or wording.NO_ANSWER, blocks)
 
     async def stopped(self, by: str | None) -> None:

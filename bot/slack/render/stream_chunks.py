@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.clip import clip
 from bot.run_events import ToolCallFinished, ToolCallStarted
-from bot.slack.render import CODE_MAX, EXCERPT_MAX, stop_button
+from bot.slack.render.block_kit import CODE_MAX, EXCERPT_MAX, stop_button
 
 
 def step_title(step: int, event: ToolCallStarted | ToolCallFinished) -> str:

@@ -4,18 +4,27 @@ in, why when refused, and the same as a task for the agent style's plan."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from bot.datacard import for_slack
 from bot.datacard.data_file import DataFile
-from bot.slack import render, render_stream
-from bot.slack.agent_threads import FileNote
+from bot.slack.render import block_kit, stream_chunks
 from bot.units import size_text
+
+
+@dataclass(frozen=True)
+class FileNote:
+    """A file taken in (or refused): the thread's note on it, and the same as a task."""
+
+    text: str  # a message of its own
+    task: dict[str, Any]  # a task_update chunk for the run's plan
 
 
 def safe_display(name: str) -> str:
     """A file name as it may appear in a message: no mrkdwn, control or direction marks."""
     shown = "".join(c for c in name if c.isprintable())  # drops controls and bidi marks
-    return render.escape(shown.replace("`", "'"))[:120] or "file"
+    return block_kit.escape(shown.replace("`", "'"))[:120] or "file"
 
 
 def intake_note(name: str, taken: DataFile) -> str:
@@ -29,4 +38,4 @@ def intake_note(name: str, taken: DataFile) -> str:
 
 def file_note(text: str, title: str, output: str, *, ok: bool) -> FileNote:
     task_id = f"file-{uuid.uuid4().hex[:8]}"
-    return FileNote(text, render_stream.file_task(title, output, ok=ok, task_id=task_id))
+    return FileNote(text, stream_chunks.file_task(title, output, ok=ok, task_id=task_id))

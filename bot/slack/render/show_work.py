@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.slack import wording
-from bot.slack.render import code_block, escape, fit, section
+from bot.slack.render import wording
+from bot.slack.render.block_kit import code_block, escape, fit, section
 from bot.store.base import RunRecord, ToolCallRecord
 
 CALLBACK_ID = "show_work"

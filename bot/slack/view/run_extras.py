@@ -14,15 +14,15 @@ from bot.results.tables import Table
 from bot.run_events import RunFinished
 from bot.sessions.events import BudgetSpent, Outputs
 from bot.sessions.outputs import left_out_note
-from bot.slack import render, wording
-from bot.slack.agent_style import AgentStyle
-from bot.slack.agent_threads import AgentThreads
-from bot.slack.answer_files import REPORT, Found, collect, csv_tables
-from bot.slack.canvas import ReportCanvases, TokenFor
-from bot.slack.chart_files import ChartFiles
-from bot.slack.results import AnswerData, ResultsPoster
-from bot.slack.surfaces import Surfaces
+from bot.slack.render import block_kit, wording
 from bot.slack.threads import ThreadRef
+from bot.slack.view.agent_style import AgentStyle
+from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.answer_files import REPORT, Found, collect, csv_tables
+from bot.slack.view.canvas import ReportCanvases, TokenFor
+from bot.slack.view.chart_files import ChartFiles
+from bot.slack.view.results import AnswerData, ResultsPoster
+from bot.slack.view.surfaces import Surfaces
 from bot.slack.web import SlackWeb
 from bot.store.base import SessionStore
 
@@ -86,7 +86,7 @@ class RunExtras:
             note = wording.budget_stop(self.finished.budget_usd)
             grant = f"run:{self.run_id}"
             await self.say(
-                note, render.continue_button(note, self._ref.key, self._continue_usd, grant)
+                note, block_kit.continue_button(note, self._ref.key, self._continue_usd, grant)
             )
 
     async def _attach(self, found: Found, tables: list[Table], streamed: AgentStyle | None) -> None:
@@ -111,7 +111,7 @@ class RunExtras:
         note = wording.thread_budget(event.spent_usd, event.limit_usd)
         grant_id = f"spent:{secrets.token_hex(8)}"  # no run: this button's own
         await self.say(
-            note, render.continue_button(note, self._ref.key, event.continue_usd, grant_id)
+            note, block_kit.continue_button(note, self._ref.key, event.continue_usd, grant_id)
         )
 
     async def stopped_before_start(self, by: str | None) -> None:
@@ -129,7 +129,7 @@ class RunExtras:
         returns the uploads, with the CSVs of tables cut to fit and the charts' alt text."""
         kept = found.files if found else []
         charts = found.charts if found else {}
-        uploads = [render.upload(k.name, k.path, _alt(charts.get(_stem(k.name)))) for k in kept]
+        uploads = [block_kit.upload(k.name, k.path, _alt(charts.get(_stem(k.name)))) for k in kept]
         if self._data is None:
             return uploads
         data = AnswerData(tables=[(t, None) for t in tables], charts=list(charts.values()))
@@ -148,4 +148,4 @@ def _stem(name: str) -> str:
 
 
 def _alt(chart: Chart | None) -> str | None:
-    return describe(chart, render.ALT_MAX) if chart else None
+    return describe(chart, block_kit.ALT_MAX) if chart else None

@@ -12,10 +12,9 @@ from bot.errors import BotError
 from bot.sessions.engine import Engine
 from bot.sessions.files import FileRejected, checked
 from bot.sessions.run import error_ref
-from bot.slack.agent_threads import FileNote
-from bot.slack.file_notes import file_note, intake_note, safe_display
-from bot.slack.files import SlackFiles
-from bot.slack.policy import Policy
+from bot.slack.listen.files import SlackFiles
+from bot.slack.listen.policy import Policy
+from bot.slack.render.file_notes import FileNote, file_note, intake_note, safe_display
 from bot.slack.threads import ThreadRef
 from bot.units import size_text
 

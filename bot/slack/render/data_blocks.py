@@ -15,8 +15,8 @@ from typing import Any
 from bot.results.chart_blocks import cut, json_number
 from bot.results.mentions import inert
 from bot.results.tables import Table, monospace, number_columns, parse_number
-from bot.slack import wording
-from bot.slack.render import escape
+from bot.slack.render import wording
+from bot.slack.render.block_kit import escape
 
 TABLE_KINDS = ("data_table", "table", "monospace")  # the order to fall back in
 tables_per_message = 1  # one table-family block (`table` or `data_table`) a message

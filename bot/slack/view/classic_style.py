@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import render, wording
+from bot.slack.render import block_kit, wording
 from bot.slack.web import SlackWeb
 
 TICK_S = 5.0  # how often the elapsed time on the status line moves
@@ -37,7 +37,7 @@ class ClassicStyle:
         return True
 
     async def step_started(self, step: int, event: ToolCallStarted) -> None:
-        text, blocks = render.tool_started(step, event)
+        text, blocks = block_kit.tool_started(step, event)
         ts = await self._web.post(self._channel, self._thread_ts, text, blocks)
         self._messages[event.call_id] = ts
         self._show(wording.WORKING, stoppable=True)
@@ -45,7 +45,7 @@ class ClassicStyle:
     async def step_finished(self, step: int, event: ToolCallFinished) -> None:
         ts = self._messages.get(event.call_id)  # None: started before a fall-back to classic
         if ts is not None:
-            self._web.edits.edit(self._channel, ts, *render.tool_finished(step, event))
+            self._web.edits.edit(self._channel, ts, *block_kit.tool_finished(step, event))
 
     async def finished(self, event: RunFinished) -> None:
         await self._end(wording.DONE)
@@ -53,7 +53,7 @@ class ClassicStyle:
         event = dataclasses.replace(event, answer=self._web.clean.text(event.answer))
         # Show work and Notebook under a run that ran steps (here: since it went classic)
         run_id = self._run_id if self._messages else None
-        for text, blocks in render.answer_messages(event, self.elapsed_s, run_id):
+        for text, blocks in block_kit.answer_messages(event, self.elapsed_s, run_id):
             await self._web.post(self._channel, self._thread_ts, text, blocks)
 
     async def stopped(self, by: str | None) -> None:
@@ -65,7 +65,7 @@ class ClassicStyle:
         await self.say(wording.failed(message))
 
     async def say(self, text: str) -> None:
-        await self._web.post(self._channel, self._thread_ts, *render.note(text))
+        await self._web.post(self._channel, self._thread_ts, *block_kit.note(text))
 
     def abandon(self) -> None:
         """The channel is gone: stop the ticker, with no further call to Slack."""
@@ -87,8 +87,8 @@ class ClassicStyle:
             self._web.edits.edit(self._channel, self._status_ts, text, blocks)
 
     def _status(self, label: str, *, stoppable: bool) -> tuple[str, list[dict[str, Any]]]:
-        text = render.status_line(label, len(self._messages), self.elapsed_s)
-        return text, render.status(text, run_id=self._run_id if stoppable else None)
+        text = block_kit.status_line(label, len(self._messages), self.elapsed_s)
+        return text, block_kit.status(text, run_id=self._run_id if stoppable else None)
 
     async def _tick(self) -> None:
         while True:

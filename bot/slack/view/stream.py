@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.slack import markdown_split, render, render_stream
+from bot.slack.render import block_kit, markdown_split, stream_chunks
 from bot.slack.threads import ThreadRef
 from bot.slack.web.client import SlackWeb
 from bot.slack.web.errors import SlackError, SlackGone, SlackRefused, StreamClosed
@@ -101,14 +101,14 @@ class LiveMessage:
         carried = False
         if self.open:
             first, *rest = markdown_split.split(text, first_max=STREAM_MARKDOWN_MAX)
-            chunks = self._queue + ([render_stream.markdown_chunk(first)] if first else [])
+            chunks = self._queue + ([stream_chunks.markdown_chunk(first)] if first else [])
             await self._web.pace("chat.stopStream", self._on_wait)
             self.open = False
             try:
                 await self._web.stop_stream(
                     self._ref.channel,
                     self.ts,
-                    render_stream.merged(chunks),
+                    stream_chunks.merged(chunks),
                     None if rest else blocks,
                     session_status,
                 )
@@ -122,7 +122,7 @@ class LiveMessage:
         return carried
 
     async def _post(self, parts: list[str], blocks: list[Chunk]) -> None:
-        for text, body in render.markdown_posts(parts, blocks):
+        for text, body in block_kit.markdown_posts(parts, blocks):
             await self._web.post(self._ref.channel, self._ref.ts, text, body)
 
     async def _flush(self) -> None:
@@ -135,7 +135,7 @@ class LiveMessage:
             await self._send(self._append)
 
     async def _send(self, call: Callable[[list[Chunk]], Awaitable[None]]) -> None:
-        chunks, self._queue = render_stream.merged(self._queue), []
+        chunks, self._queue = stream_chunks.merged(self._queue), []
         if not chunks:
             return
         self._last, self._sending = time.monotonic(), True

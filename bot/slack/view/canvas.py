@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from bot.slack import render_canvas
+from bot.slack.render import canvas_text
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError, SlackRefused
@@ -52,13 +52,13 @@ class ReportCanvases:
     async def publish(self, ref: ThreadRef, report: str) -> str | None:
         """The id of the canvas showing `report` for the thread (made or updated), or None
         when there is none (the report goes as a file alone)."""
-        document = render_canvas.markdown(report)
+        document = canvas_text.markdown(report)
         if ref.team in self._without or document is None:
             return None
         digest = hashlib.sha256(document.encode("utf-8", "replace")).hexdigest()
         saved = await self._saved(ref.key)
         try:
-            canvas_id = await self._write(ref, saved, document, digest, render_canvas.title(report))
+            canvas_id = await self._write(ref, saved, document, digest, canvas_text.title(report))
         except SlackError as exc:
             self._refused(ref, exc)
             return None

@@ -11,7 +11,7 @@ from typing import Any
 from bot.errors import BotError
 from bot.sessions.engine import Engine
 from bot.sessions.repo import check_repo_url, check_resolves_public
-from bot.slack.policy import Policy
+from bot.slack.listen.policy import Policy
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackGone

@@ -8,9 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any
 
+from bot.slack.render.file_notes import FileNote
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError, SlackRefused
@@ -35,14 +34,6 @@ SUGGESTED_PROMPTS = [
         "message": "Chart the trend over time and tell me what stands out.",
     },
 ]
-
-
-@dataclass(frozen=True)
-class FileNote:
-    """A file taken in (or refused): the thread's note on it, and the same as a task."""
-
-    text: str  # a message of its own
-    task: dict[str, Any]  # a task_update chunk for the run's plan
 
 
 class AgentThreads:

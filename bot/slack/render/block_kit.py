@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.clip import clip
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
-from bot.slack import markdown_split, wording
+from bot.slack.render import markdown_split, wording
 
 SECTION_MAX = 3000  # characters in a section block's text
 CODE_MAX = 2400

@@ -15,19 +15,19 @@ from typing import Any
 
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
-from bot.slack import render, wording
-from bot.slack.agent_sessions import PROCESSING, AgentSessions
-from bot.slack.agent_threads import AgentThreads
-from bot.slack.analyses import Analyses
-from bot.slack.dm_threads import DmThreads
-from bot.slack.file_notes import safe_display
-from bot.slack.files import SlackFiles
-from bot.slack.incoming_files import FileIntake
-from bot.slack.policy import Policy
-from bot.slack.routing import Router
+from bot.slack.listen.analyses import Analyses
+from bot.slack.listen.dm_threads import DmThreads
+from bot.slack.listen.files import SlackFiles
+from bot.slack.listen.incoming_files import FileIntake
+from bot.slack.listen.policy import Policy
+from bot.slack.listen.routing import Router
+from bot.slack.listen.work_buttons import WorkButtons
+from bot.slack.render import block_kit, wording
+from bot.slack.render.file_notes import safe_display
 from bot.slack.threads import Click, ThreadRef
+from bot.slack.view.agent_sessions import PROCESSING, AgentSessions
+from bot.slack.view.agent_threads import AgentThreads
 from bot.slack.web import SlackWeb
-from bot.slack.work_buttons import WorkButtons
 from bot.store.base import Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class SlackListeners:
     async def on_feedback(self, block_id: str, value: str, click: Click) -> None:
         """A click of an answer's feedback buttons, recorded against its run when the
         person may use the bot here."""
-        run_id = block_id.removeprefix(render.FEEDBACK_BLOCK)
+        run_id = block_id.removeprefix(block_kit.FEEDBACK_BLOCK)
         if self.store is None or not run_id or block_id == run_id:
             return
         if await self._refused_click(click):
@@ -221,7 +221,7 @@ class SlackListeners:
         anyone who may use the bot here; the run goes on."""
         if await self._refused_click(click):
             return
-        key, grant_id = render.continue_value(value)
+        key, grant_id = block_kit.continue_value(value)
         elsewhere = None if click.in_thread(key) else wording.NOT_THIS_THREAD
         if await self._turned_away(click.channel, click.user, click.thread_ts, elsewhere):
             return
