@@ -137,7 +137,7 @@ async def fake_world(
             store_path=root / "sessions.db",
             # the default UI (tests of the classic one ask for it), paced to the fake's tiers
             **{
-                "slack_ui": "agent",
+                "slack_ui": "assistant",
                 "slack_rate_scale": options["rate_limits"] or UNPACED,
                 **extra,
                 **overrides,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 
 class SlackSettings(BaseModel):
@@ -28,12 +28,13 @@ class SlackSettings(BaseModel):
             "Leave it empty in production"
         ),
     )
-    slack_ui: Literal["agent", "classic"] = Field(
-        default="agent",
+    slack_ui: Literal["assistant", "classic"] = Field(
+        default="assistant",
         description=(
-            "`agent`: the thread's status line, one streamed message per run (a task per step, "
-            "then the answer) and feedback buttons; a workspace that refuses streaming gets "
-            "`classic`. `classic`: a status message, one message per step, then the answer"
+            "`assistant`: the thread's status line, one streamed message per run (a task per "
+            "step, then the answer) and feedback buttons; a workspace that refuses streaming "
+            "gets `classic`. `classic`: a status message, one message per step, then the "
+            "answer. `agent`, its earlier name, is read as `assistant`"
         ),
     )
     allowed_channels: str = Field(
@@ -63,3 +64,9 @@ class SlackSettings(BaseModel):
             "workspace with other limits or a test server"
         ),
     )
+
+    @field_validator("slack_ui", mode="before")
+    @classmethod
+    def _earlier_ui_name(cls, value: object) -> object:
+        """`agent` was the assistant style's name before "agent" came to mean the model loop."""
+        return "assistant" if value == "agent" else value

@@ -108,3 +108,14 @@ def test_settings_import_nothing_above_them() -> None:
     }
     imported = {name for name in imported if not name.startswith("bot.settings")}
     assert imported <= {"bot.errors", "bot.folders", "bot.networks", "bot.units"}, imported
+
+
+@pytest.mark.parametrize(("given", "read"), [("assistant", "assistant"), ("agent", "assistant")])
+def test_the_assistant_ui_is_read_under_its_earlier_name_too(given: str, read: str) -> None:
+    assert settings_for("http://127.0.0.1:9", Path("/tmp"), slack_ui=given).slack_ui == read
+
+
+def test_an_unknown_ui_is_one_line_naming_it() -> None:
+    with pytest.raises(ConfigError, match="SLACK_UI") as caught:
+        load_settings(_env_file=None, sandbox_backend="local", slack_ui="fancy")
+    assert "\n" not in str(caught.value)

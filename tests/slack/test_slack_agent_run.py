@@ -13,7 +13,7 @@ from bot.run_events import RunFinished, ToolCallStarted
 from bot.sessions.events import OutputsReady, RunStarted
 from bot.sessions.outputs import OutputFile
 from bot.slack.threads import ThreadRef
-from bot.slack.view.agent_threads import STATUS, AgentThreads
+from bot.slack.view.assistant_threads import STATUS, AssistantThreads
 from bot.slack.view.run_view import SlackRunView
 from bot.slack.web import SlackWeb
 from bot.usage import Usage
@@ -33,10 +33,10 @@ async def slack() -> AsyncIterator[FakeSlack]:
         yield fake
 
 
-def thread_of(slack: FakeSlack, rate_scale: float = 1000) -> tuple[AgentThreads, ThreadRef]:
+def thread_of(slack: FakeSlack, rate_scale: float = 1000) -> tuple[AssistantThreads, ThreadRef]:
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
     ts = slack.add_user_message(CHANNEL, "<@U0BOT0001> how many?")["ts"]
-    return AgentThreads(SlackWeb(client, rate_scale=rate_scale)), ThreadRef(TEAM, CHANNEL, ts)
+    return AssistantThreads(SlackWeb(client, rate_scale=rate_scale)), ThreadRef(TEAM, CHANNEL, ts)
 
 
 async def test_the_status_is_kept_fresh_while_a_run_goes_and_cleared_at_its_end(

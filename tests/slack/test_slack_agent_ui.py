@@ -12,7 +12,7 @@ from pathlib import Path
 
 from slack_sdk.models.messages.chunk import Chunk, TaskUpdateChunk
 
-from bot.slack.view.agent_threads import STATUS
+from bot.slack.view.assistant_threads import STATUS
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import ModelRequest, Reply, text, tool_use
 from tests.scripts import population_analyst
@@ -115,7 +115,7 @@ CSV = "population_2000_2010_2020.csv"
 
 async def test_a_slow_run_shows_each_step_as_it_goes(sandbox_root: Path, monkeypatch) -> None:
     model = slowly(population_analyst, 1.2)
-    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="assistant") as h:
         thread = await mention_with_csv(h)
         await h.slack.wait_for(lambda: h.slack.calls_to("chat.appendStream"), 20)
         [live] = streamed(h, thread)
@@ -140,7 +140,9 @@ def long_step(req: ModelRequest) -> Reply:
 async def test_a_long_steps_end_is_streamed_whole(sandbox_root: Path, monkeypatch) -> None:
     """A step outlasting a flush ends in a later call than it began; that task_update still
     carries its title, so Slack takes it, and the stop with the footer and feedback."""
-    async with running_bot("local", long_step, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot(
+        "local", long_step, sandbox_root, monkeypatch, slack_ui="assistant"
+    ) as h:
         thread = (await h.slack.post_user_message(CHANNEL, "sleep?", mention=True))["ts"]
         await h.wait_for_text(thread, "2 turns")
 
@@ -157,7 +159,7 @@ async def test_a_long_steps_end_is_streamed_whole(sandbox_root: Path, monkeypatc
 
 async def test_stop_in_the_streamed_message(sandbox_root: Path, monkeypatch) -> None:
     model = slowly(population_analyst, 1.0)
-    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="assistant") as h:
         thread = await mention_with_csv(h)
         await h.slack.wait_for(lambda: streamed(h, thread), 20)
         [live] = streamed(h, thread)
@@ -180,7 +182,7 @@ async def test_slacks_own_stop_stops_the_run(sandbox_root: Path, monkeypatch, ca
     ends as stopped, the model is asked no more, and the thread says so, without a
     traceback or a warning."""
     model = slowly(population_analyst, 1.0)
-    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot("local", model, sandbox_root, monkeypatch, slack_ui="assistant") as h:
         thread = await mention_with_csv(h)
         await h.slack.wait_for(lambda: streamed(h, thread), 20)
         [live] = streamed(h, thread)
@@ -203,7 +205,7 @@ async def test_stream_expiry_mid_run_loses_no_text(sandbox_root: Path, monkeypat
     options = {"stream_lifetime_s": 0.0}
     model = slowly(population_analyst, 0.3)
     async with running_bot(
-        "local", model, sandbox_root, monkeypatch, options, slack_ui="agent"
+        "local", model, sandbox_root, monkeypatch, options, slack_ui="assistant"
     ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
@@ -225,7 +227,9 @@ def long_list(req: ModelRequest) -> Reply:
 async def test_an_answer_past_12000_characters_continues_readably(
     sandbox_root: Path, monkeypatch
 ) -> None:
-    async with running_bot("local", long_list, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot(
+        "local", long_list, sandbox_root, monkeypatch, slack_ui="assistant"
+    ) as h:
         thread = (await h.slack.post_user_message(CHANNEL, "all rows?", mention=True))["ts"]
         await h.wait_for_text(thread, "The end.")
         await h.slack.wait_for(lambda: "context_actions" in str(visible(h, thread)[-1]))
@@ -243,7 +247,7 @@ async def test_a_workspace_refusing_streams_gets_the_classic_view(
 ) -> None:
     options = {"ai_refusal": "feature_not_enabled"}
     async with running_bot(
-        "local", population_analyst, sandbox_root, monkeypatch, options, slack_ui="agent"
+        "local", population_analyst, sandbox_root, monkeypatch, options, slack_ui="assistant"
     ) as h:
         thread = await mention_with_csv(h)
         await h.wait_for_text(thread, "5 turns")
@@ -266,7 +270,7 @@ async def test_a_direct_message_gets_prompts_a_title_and_a_stream(
     def dm_replies() -> list:
         return [m for m in h.slack.thread(dm, root) if m.get("bot_id")]
 
-    async with running_bot("local", answer, sandbox_root, monkeypatch, slack_ui="agent") as h:
+    async with running_bot("local", answer, sandbox_root, monkeypatch, slack_ui="assistant") as h:
         await h.slack.push_event(
             {"type": "app_home_opened", "user": "U0HUMAN01", "channel": dm, "tab": "messages"}
         )
@@ -291,7 +295,13 @@ async def test_a_question_with_tools_is_answered_under_enforced_rate_tiers(
     quick = slowly(lambda req: _one_step(req), 0.0)
     options = {"rate_limits": 10.0}
     async with running_bot(
-        "local", quick, sandbox_root, monkeypatch, options, slack_ui="agent", slack_rate_scale=10
+        "local",
+        quick,
+        sandbox_root,
+        monkeypatch,
+        options,
+        slack_ui="assistant",
+        slack_rate_scale=10,
     ) as h:
         h.slack.fail_next("chat.startStream", status=429, retry_after=1)
         threads = [

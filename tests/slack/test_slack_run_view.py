@@ -11,7 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.sessions.events import RunStarted, RunStopped
 from bot.slack.threads import ThreadRef
-from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.run_view import ChannelGone, Phase, SlackRunView
 from bot.slack.web import SlackWeb, errors
 from bot.usage import Usage
@@ -32,12 +32,12 @@ async def slack() -> AsyncIterator[FakeSlack]:
         yield fake
 
 
-def view_of(slack: FakeSlack, *, agent: bool) -> tuple[SlackRunView, ThreadRef]:
+def view_of(slack: FakeSlack, *, assistant: bool) -> tuple[SlackRunView, ThreadRef]:
     client = AsyncWebClient(token=slack.bot_token, base_url=slack.api_url)
     web = SlackWeb(client, rate_scale=1000)
     ts = slack.add_user_message(CHANNEL, "<@U0BOT0001> how many?")["ts"]
     ref = ThreadRef(TEAM, CHANNEL, ts)
-    return SlackRunView(web, ref, 1.0, AgentThreads(web) if agent else None), ref
+    return SlackRunView(web, ref, 1.0, AssistantThreads(web) if assistant else None), ref
 
 
 def replies(slack: FakeSlack, ref: ThreadRef) -> list[str]:
@@ -45,7 +45,7 @@ def replies(slack: FakeSlack, ref: ThreadRef) -> list[str]:
 
 
 async def test_classic_not_started_then_classic_then_finished(slack: FakeSlack) -> None:
-    view, ref = view_of(slack, agent=False)
+    view, ref = view_of(slack, assistant=False)
     assert view.phase is Phase.NOT_STARTED
     await view(STARTED)
     assert view.phase is Phase.CLASSIC
@@ -59,7 +59,7 @@ async def test_classic_not_started_then_classic_then_finished(slack: FakeSlack) 
 
 
 async def test_agent_streams_for_the_asker_then_finishes(slack: FakeSlack) -> None:
-    view, _ = view_of(slack, agent=True)
+    view, _ = view_of(slack, assistant=True)
     await view(STARTED)
     assert view.phase is Phase.STREAMING
     await view(STEP)
@@ -74,7 +74,7 @@ async def test_agent_streams_for_the_asker_then_finishes(slack: FakeSlack) -> No
 
 async def test_a_refused_stream_falls_back_to_classic(slack: FakeSlack) -> None:
     slack.fail_next("chat.startStream", status=200, error="feature_not_enabled")
-    view, ref = view_of(slack, agent=True)
+    view, ref = view_of(slack, assistant=True)
     await view(STARTED)
     await view(STEP)  # its stream start is refused in the background
     await slack.wait_for(lambda: slack.calls_to("chat.startStream"))
@@ -86,7 +86,7 @@ async def test_a_refused_stream_falls_back_to_classic(slack: FakeSlack) -> None:
 
 
 async def test_a_stop_ends_the_run_stopped(slack: FakeSlack) -> None:
-    view, ref = view_of(slack, agent=False)
+    view, ref = view_of(slack, assistant=False)
     await view(STARTED)
     await view(RunStopped(by=HUMAN))
     assert view.phase is Phase.STOPPED
@@ -94,7 +94,7 @@ async def test_a_stop_ends_the_run_stopped(slack: FakeSlack) -> None:
 
 
 async def test_a_channel_the_bot_left_stops_the_run(slack: FakeSlack) -> None:
-    view, _ = view_of(slack, agent=False)
+    view, _ = view_of(slack, assistant=False)
     slack.remove_bot(CHANNEL)
     with pytest.raises(ChannelGone):
         await view(STARTED)

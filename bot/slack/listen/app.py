@@ -33,7 +33,7 @@ from bot.slack.render.block_kit import (
 )
 from bot.slack.threads import Click
 from bot.slack.view.agent_sessions import AgentSessions
-from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.run_extras import DataSurfaces
 from bot.slack.view.run_view import views
 from bot.slack.web import SlackWeb, build_client
@@ -209,11 +209,13 @@ async def serve(
     cdn = Settings.id_list(settings.slack_cdn_origins)
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
-    agent = AgentThreads(web) if settings.slack_ui == "agent" else None
+    assistant = AssistantThreads(web) if settings.slack_ui == "assistant" else None
     # The engine, made below from these views, holds each thread's fencing token.
     data = DataSurfaces.of(web, store, lambda key: engine.token(key))
     sessions = AgentSessions(web)  # in either style: the session's stop button is Slack's
-    view_for = views(web, settings.max_cost_usd_per_run, agent=agent, sessions=sessions, data=data)
+    view_for = views(
+        web, settings.max_cost_usd_per_run, assistant=assistant, sessions=sessions, data=data
+    )
 
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731
@@ -221,7 +223,7 @@ async def serve(
     metrics.watch(engine)
     policy = Policy.from_settings(settings)
     bot = SlackListeners(
-        engine, web, files, policy=policy, store=store, agent=agent, coord=coord,
+        engine, web, files, policy=policy, store=store, assistant=assistant, coord=coord,
         sessions=sessions,
     )  # fmt: skip
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from bot.slack.threads import ThreadRef
-from bot.slack.view.agent_threads import SUGGESTED_PROMPTS
+from bot.slack.view.assistant_threads import SUGGESTED_PROMPTS
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackError
 

@@ -26,7 +26,7 @@ from bot.slack.render import block_kit, wording
 from bot.slack.render.file_notes import safe_display
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.view.agent_sessions import PROCESSING, AgentSessions
-from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.web import SlackWeb
 from bot.store.base import Store, StoreError
 
@@ -45,14 +45,14 @@ class SlackListeners:
         *,
         policy: Policy = Policy(),  # noqa: B008 - frozen, safe as a default
         store: Store | None = None,
-        agent: AgentThreads | None = None,
+        assistant: AssistantThreads | None = None,
         coord: Coordinator | None = None,
         sessions: AgentSessions | None = None,
     ) -> None:
         self.engine = engine
         self.sessions = sessions  # Slack's agent sessions, where the workspace has them
         self.store = store
-        self.agent = agent  # Slack's agent style; None: classic
+        self.assistant = assistant  # Slack's assistant style; None: classic
         self.policy = policy
         self.web = web
         self.files = files
@@ -194,13 +194,13 @@ class SlackListeners:
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM
         in this process)."""
-        if self.agent is not None and event.get("tab") == "messages":
+        if self.assistant is not None and event.get("tab") == "messages":
             await self.dms.prompt_once(event.get("channel") or "")
 
     async def on_assistant_thread_started(self, event: dict[str, Any]) -> None:
         """A new assistant thread (workspaces with the older assistant view): its prompts."""
         thread = event.get("assistant_thread") or {}
-        if self.agent is not None and thread.get("channel_id") and thread.get("thread_ts"):
+        if self.assistant is not None and thread.get("channel_id") and thread.get("thread_ts"):
             await self.dms.suggest(thread["channel_id"], thread["thread_ts"])
 
     async def on_feedback(self, block_id: str, value: str, click: Click) -> None:
@@ -278,14 +278,14 @@ class SlackListeners:
     async def _take_in(
         self, ref: ThreadRef, event: dict[str, Any], question: str, files: list[Any]
     ) -> None:
-        agent = await self._first_sign(ref, event, files)
+        assistant = await self._first_sign(ref, event, files)
         new = not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
         if new and question and ref.channel.startswith("D"):
             await self.dms.title(ref, question)
         taken = [await self.intake.take(ref, file) for file in files]
-        if agent and question and self.agent is not None:
-            self.agent.hold(ref.key, taken)  # the run shows them, in its one message
+        if assistant and question and self.assistant is not None:
+            self.assistant.hold(ref.key, taken)  # the run shows them, in its one message
         else:
             for note in taken:
                 await self.web.post(ref.channel, ref.ts, note.text)
@@ -297,15 +297,15 @@ class SlackListeners:
 
     async def _first_sign(self, ref: ThreadRef, event: dict[str, Any], files: list[Any]) -> bool:
         """Show at once that the question was seen: the agent session's `processing` where
-        there are sessions, then in the agent style the thread's status unless the session
+        there are sessions, then in the assistant style the thread's status unless the session
         shows it (True), else :eyes: on the message."""
         session = await self._session_processing(ref)
-        if session and self.agent is not None and self.agent.allowed(ref.team):
+        if session and self.assistant is not None and self.assistant.allowed(ref.team):
             return True  # Slack's own loading indicator and stop button say it
-        if self.agent is not None and self.agent.allowed(ref.team):
+        if self.assistant is not None and self.assistant.allowed(ref.team):
             names = [safe_display(f.get("name") or "file") for f in files]
             loading = [wording.reading(name) for name in names[:10]] or [wording.READING_QUESTION]
-            if await self.agent.set_status(ref, loading):
+            if await self.assistant.set_status(ref, loading):
                 return True
         self.web.react(ref.channel, event["ts"], "eyes")
         return False

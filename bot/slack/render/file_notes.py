@@ -1,5 +1,5 @@
 """What the thread says about a file it was given: its data card (or its size) when taken
-in, why when refused, and the same as a task for the agent style's plan."""
+in, why when refused, and the same as a task for the assistant style's plan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The agent style's payloads: chunks of one streamed message (a plan, a task per file that
+"""The assistant style's payloads: chunks of one streamed message (a plan, a task per file that
 came with the question and per tool call). Pure, like `render.py`, whose blocks it uses."""
 
 from __future__ import annotations

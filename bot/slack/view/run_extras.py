@@ -16,9 +16,9 @@ from bot.sessions.events import BudgetSpent, Outputs
 from bot.sessions.outputs import left_out_note
 from bot.slack.render import block_kit, wording
 from bot.slack.threads import ThreadRef
-from bot.slack.view.agent_style import AgentStyle
-from bot.slack.view.agent_threads import AgentThreads
 from bot.slack.view.answer_files import REPORT, Found, collect, csv_tables
+from bot.slack.view.assistant_style import AssistantStyle
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.canvas import ReportCanvases, TokenFor
 from bot.slack.view.chart_files import ChartFiles
 from bot.slack.view.results import AnswerData, ResultsPoster
@@ -52,10 +52,10 @@ class RunExtras:
         web: SlackWeb,
         ref: ThreadRef,
         continue_usd: float,
-        agent: AgentThreads | None,
+        assistant: AssistantThreads | None,
         data: DataSurfaces | None = None,
     ) -> None:
-        self._web, self._ref, self._agent, self._data = web, ref, agent, data
+        self._web, self._ref, self._assistant, self._data = web, ref, assistant, data
         self._continue_usd = continue_usd
         self.run_id = ""
         self.finished: RunFinished | None = None
@@ -64,9 +64,9 @@ class RunExtras:
     async def say(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         await self._web.post(self._ref.channel, self._ref.ts, text, blocks)
 
-    async def outputs(self, files: Outputs, streamed: AgentStyle | None) -> None:
+    async def outputs(self, files: Outputs, streamed: AssistantStyle | None) -> None:
         """After an answer: report.md and the charts as files, what was left out of them,
-        then any budget note. `streamed`: the run's agent style, whose one message says
+        then any budget note. `streamed`: the run's assistant style, whose one message says
         enough."""
         if self.finished is None:
             return  # a failed run's half-made files are not shared
@@ -89,7 +89,9 @@ class RunExtras:
                 note, block_kit.continue_button(note, self._ref.key, self._continue_usd, grant)
             )
 
-    async def _attach(self, found: Found, tables: list[Table], streamed: AgentStyle | None) -> None:
+    async def _attach(
+        self, found: Found, tables: list[Table], streamed: AssistantStyle | None
+    ) -> None:
         uploads = await self._show_data(found, tables)
         if streamed is None and not any(u["filename"] == REPORT for u in uploads):
             await self.say(wording.NO_REPORT)
@@ -121,7 +123,7 @@ class RunExtras:
 
     async def _unhold(self) -> None:
         """Post the notes on files held for a run that will not come, as they are."""
-        for held in self._agent.claim(self._ref.key) if self._agent else []:
+        for held in self._assistant.claim(self._ref.key) if self._assistant else []:
             await self.say(held.text)
 
     async def _show_data(self, found: Found | None, tables: list[Table]) -> list[dict[str, Any]]:

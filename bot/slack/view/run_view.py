@@ -1,12 +1,12 @@
 """How a thread shows one run: a `SlackRunView` per run (the engine asks for a fresh one
 each time), a small state machine that owns what the run has shown so far and decides what
 to send next. It asks the renderer (render.py, wording.py) for payloads, a style for how the
-run looks (AgentStyle: the agent style's streamed message; ClassicStyle: messages per
+run looks (AssistantStyle: the assistant style's streamed message; ClassicStyle: messages per
 step), and the seam (web.py) to send them.
 
     not started ─▶ streaming ─▶ finished | stopped | failed
          │             └──────▶ classic (the stream refused) ─▶ finished | stopped | failed
-         └──────────────────▶ classic (no agent style here)
+         └──────────────────▶ classic (no assistant style here)
 
 Where the workspace has agent sessions (agent_sessions.py), the thread's session is
 `processing` while a run goes, whatever the style (the stop button is Slack's), `active`
@@ -47,8 +47,8 @@ from bot.sessions.events import (
 from bot.slack.render import wording
 from bot.slack.threads import ThreadRef
 from bot.slack.view.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessions
-from bot.slack.view.agent_style import AgentStyle
-from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.assistant_style import AssistantStyle
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.classic_style import ClassicStyle
 from bot.slack.view.results import split_answer
 from bot.slack.view.run_extras import DataSurfaces, RunExtras
@@ -73,7 +73,7 @@ LAST_WORDS = (
 
 class Phase(enum.Enum):
     NOT_STARTED = "not started"
-    STREAMING = "streaming"  # the agent style's message
+    STREAMING = "streaming"  # the assistant style's message
     CLASSIC = "classic"  # messages per step: from the start, or fallen back
     FINISHED = "finished"
     STOPPED = "stopped"
@@ -92,12 +92,12 @@ def views(
     web: SlackWeb,
     continue_usd: float,
     *,
-    agent: AgentThreads | None = None,
+    assistant: AssistantThreads | None = None,
     sessions: AgentSessions | None = None,
     data: DataSurfaces | None = None,
 ) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
-    `continue_usd`: what a Continue button adds; `agent`: Slack's agent style (streamed
+    `continue_usd`: what a Continue button adds; `assistant`: Slack's assistant style (streamed
     message, thread status), else the classic messages; `sessions`: Slack's agent
     sessions, where the workspace has them; `data`: how answers show their tables,
     charts and report (None: as text and files)."""
@@ -106,7 +106,7 @@ def views(
         ref = ThreadRef.parse(key)
         if ref is None:
             return ignore
-        return SlackRunView(web, ref, continue_usd, agent, sessions=sessions, data=data)
+        return SlackRunView(web, ref, continue_usd, assistant, sessions=sessions, data=data)
 
     return view_for
 
@@ -117,19 +117,19 @@ class SlackRunView:
         web: SlackWeb,
         ref: ThreadRef,
         continue_usd: float,
-        agent: AgentThreads | None = None,
+        assistant: AssistantThreads | None = None,
         *,
         refresh_s: float | None = None,
         sessions: AgentSessions | None = None,
         data: DataSurfaces | None = None,
     ) -> None:
-        self._web, self._ref, self._agent, self._sessions = web, ref, agent, sessions
+        self._web, self._ref, self._assistant, self._sessions = web, ref, assistant, sessions
         self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
         self.phase = Phase.NOT_STARTED
-        self._style: AgentStyle | ClassicStyle | None = None
-        self._streamed: AgentStyle | None = None  # the agent style, even once fallen back
+        self._style: AssistantStyle | ClassicStyle | None = None
+        self._streamed: AssistantStyle | None = None  # the assistant style, even once fallen back
         self._steps: dict[str, int] = {}  # call id -> its step number
-        self._extras = RunExtras(web, ref, continue_usd, agent, data)
+        self._extras = RunExtras(web, ref, continue_usd, assistant, data)
         self._data = data
         self._gone = False  # Slack said the bot is not in the channel
 
@@ -198,19 +198,19 @@ class SlackRunView:
             await sessions.set(self._ref, CLOSED)
 
     async def _begin(self, event: RunStarted) -> None:
-        """The agent style where the workspace allows it, else the classic one; the
+        """The assistant style where the workspace allows it, else the classic one; the
         session (if any) shows the run going, from here or from the question's arrival."""
         self._extras.run_id = event.run_id
         sessions = self._sessions
         if sessions is not None and sessions.status(self._ref) != PROCESSING:
             await sessions.set(self._ref, PROCESSING)
-        if self._agent is not None and self._agent.allowed(self._ref.team):
+        if self._assistant is not None and self._assistant.allowed(self._ref.team):
             extra: dict[str, Any] = {"refresh_s": self._refresh_s} if self._refresh_s else {}
-            agent = AgentStyle(
-                self._agent, self._ref, event.run_id, event.user, sessions=sessions, **extra
+            assistant = AssistantStyle(
+                self._assistant, self._ref, event.run_id, event.user, sessions=sessions, **extra
             )
-            if await agent.begin():
-                self._style = self._streamed = agent
+            if await assistant.begin():
+                self._style = self._streamed = assistant
                 self.phase = Phase.STREAMING
                 return
         await self._classic(event.run_id)
@@ -245,15 +245,15 @@ class SlackRunView:
                 self.phase = Phase.FAILED
                 await run.failed(event.reason)
 
-    async def _fall_back(self, agent: AgentStyle) -> None:
+    async def _fall_back(self, assistant: AssistantStyle) -> None:
         """The stream was refused after the status was not: the rest of the run in
         classic messages, after the notes on its files."""
-        agent.abandon()
-        for note in agent.notes:
+        assistant.abandon()
+        for note in assistant.notes:
             await self._web.post(self._ref.channel, self._ref.ts, note)
         await self._classic(self._extras.run_id)
 
     @property
-    def _run(self) -> AgentStyle | ClassicStyle:
+    def _run(self) -> AssistantStyle | ClassicStyle:
         assert self._style is not None, "run events come after RunStarted"
         return self._style

@@ -1,10 +1,10 @@
-"""A run in Slack's agent style: the thread's status line ("is analyzing your data…",
+"""A run in Slack's assistant style: the thread's status line ("is analyzing your data…",
 naming the current step), then one streamed message holding a plan, with a task per file
 that came with the question and per tool call, a Stop button, and at the end the answer,
 its footer and feedback buttons. The stream starts with the first thing to show, so a run
 that only answers (or ends before Slack's limits let its stream start) is one plain
 message. Nothing here makes the run wait for Slack but its last message. A workspace that
-refuses the status gets no agent style (`begin` says False); one that refuses the stream
+refuses the status gets no assistant style (`begin` says False); one that refuses the stream
 is seen in `refused`, and the run view goes on in the classic style.
 
 Where the thread has an agent session (agent_sessions.py; the run view set it to
@@ -25,7 +25,7 @@ from bot.run_events import RunFinished, ToolCallFinished, ToolCallStarted
 from bot.slack.render import block_kit, stream_chunks, wording
 from bot.slack.threads import ThreadRef
 from bot.slack.view.agent_sessions import ACTIVE, PROCESSING, AgentSessions
-from bot.slack.view.agent_threads import AgentThreads
+from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.stream import LiveMessage
 from bot.slack.web.errors import SlackGone
 
@@ -34,10 +34,10 @@ log = logging.getLogger(__name__)
 STATUS_REFRESH_S = 90.0  # Slack clears a status after 2 minutes without a message
 
 
-class AgentStyle:
+class AssistantStyle:
     def __init__(
         self,
-        threads: AgentThreads,
+        threads: AssistantThreads,
         ref: ThreadRef,
         run_id: str,
         user: str,

@@ -1,4 +1,4 @@
-"""What Slack's agent style keeps for a process, shared by the listeners and the runs'
+"""What Slack's assistant style keeps for a process, shared by the listeners and the runs'
 views: the workspaces that refused it, the first sign a question gets (the thread's status,
 set before anything else happens), and the notes on files that came with a question,
 held for the run that answers it so that they show in its message rather than as posts."""
@@ -36,7 +36,7 @@ SUGGESTED_PROMPTS = [
 ]
 
 
-class AgentThreads:
+class AssistantThreads:
     def __init__(self, web: SlackWeb) -> None:
         self.web = web
         self._refused: set[str] = set()
