@@ -26,6 +26,7 @@ from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine
 from bot.sessions.events import Observer, ViewFor
 from bot.sessions.factory import SessionFactory
+from bot.sessions.lifecycle import Upkeep
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
@@ -136,11 +137,13 @@ class Runtime:
             release=coord.release if coord else None,
             observers=observers,
             budgets=Budgets.from_settings(s),
-            idle_timeout_s=s.session_idle_timeout,
-            idle_action=s.session_idle_action,
-            retain_s=s.session_retain_s,
+            upkeep=Upkeep(
+                s.session_idle_timeout,
+                s.session_idle_action,
+                s.session_retain_s,
+                s.run_repair_grace_s,
+            ),
             end_retry=Backoff(s.run_end_attempts, s.run_end_retry_delay_s),
-            repair_grace_s=s.run_repair_grace_s,
         )
 
     def orphan_sweeper(

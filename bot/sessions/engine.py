@@ -21,7 +21,7 @@ from bot.sessions.budget import Budgets
 from bot.sessions.events import Observer, RunInterrupted, RunStopped, ViewFor
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
-from bot.sessions.lifecycle import Claim, IdleAction, Lifecycle, Release, let_go_nothing
+from bot.sessions.lifecycle import Claim, Lifecycle, Release, Upkeep, let_go_nothing
 from bot.sessions.retry import Backoff
 from bot.sessions.run import observed
 from bot.sessions.run_worker import RunWorker
@@ -44,19 +44,17 @@ class Engine:
         opener_for: OpenerFor,
         *,
         budgets: Budgets,
-        idle_timeout_s: float,
-        idle_action: IdleAction = "delete",
-        retain_s: float = 86_400,
+        upkeep: Upkeep,
         end_retry: Backoff = END_RETRY,
-        repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         claim: Claim | None = None,
         release: Release | None = None,
         observers: Callable[[], Observer] | None = None,
     ) -> None:
-        """`claim` and `release`: how this process takes a thread it does not hold, to reap
-        it, and lets it go after (replicas); alone, every thread is its own. `observers`
-        makes what hears each view's events before it does (metrics)."""
+        """`upkeep`: when quiet threads' sandboxes go. `claim` and `release`: how this
+        process takes a thread it does not hold, to reap it, and lets it go after
+        (replicas); alone, every thread is its own. `observers` makes what hears each
+        view's events before it does (metrics)."""
         self._store = store
         self._budgets = budgets
         self._clock = clock
@@ -70,8 +68,7 @@ class Engine:
         )  # fmt: skip
         self._lifecycle = Lifecycle(
             self._threads, store, sessions.provider, view_for,
-            idle_timeout_s=idle_timeout_s, idle_action=idle_action, retain_s=retain_s,
-            live_runs=self._runs.live_runs, repair_grace_s=repair_grace_s, clock=clock,
+            upkeep=upkeep, live_runs=self._runs.live_runs, clock=clock,
             claim=claim, release=release,
         )  # fmt: skip
 

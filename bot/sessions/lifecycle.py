@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
 from typing import Literal
 
 from bot.errors import BotError
@@ -34,6 +35,17 @@ log = logging.getLogger(__name__)
 IdleAction = Literal["delete", "stop"]
 Claim = Callable[[str], Awaitable[bool]]
 Release = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """When quiet threads' sandboxes go: deleted after `idle_timeout_s`, or stopped and kept
+    `retain_s` more (`idle_action`); a run left in flight is ended after `repair_grace_s`."""
+
+    idle_timeout_s: float
+    idle_action: IdleAction = "delete"
+    retain_s: float = 86_400
+    repair_grace_s: float = 60.0
 
 
 async def _always(key: str) -> bool:
@@ -52,11 +64,8 @@ class Lifecycle:
         provider: SandboxProvider,
         view_for: ViewFor,
         *,
-        idle_timeout_s: float,
-        idle_action: IdleAction = "delete",
-        retain_s: float = 86_400,
+        upkeep: Upkeep,
         live_runs: Collection[str] = frozenset(),
-        repair_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         claim: Claim | None = None,
         release: Release | None = None,
@@ -69,11 +78,11 @@ class Lifecycle:
         self._store = store
         self._provider = provider
         self._view_for = view_for
-        self._idle_timeout_s = idle_timeout_s
-        self._idle_action = idle_action
-        self._retain_s = retain_s
+        self._idle_timeout_s = upkeep.idle_timeout_s
+        self._idle_action = upkeep.idle_action
+        self._retain_s = upkeep.retain_s
         self._live_runs = live_runs  # the engine's: runs whose task is alive here
-        self._repair_grace_s = repair_grace_s
+        self._repair_grace_s = upkeep.repair_grace_s
         self._clock = clock
         self._reaper: asyncio.Task[None] | None = None
         # key -> the last activity when this process stopped its sandbox (stopped once,

@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.sandbox.base import MakeRoom, Sandbox, SandboxInfo, SandboxSpec
-from bot.sessions.lifecycle import Lifecycle
+from bot.sessions.lifecycle import Lifecycle, Upkeep
 from bot.sessions.thread_table import ThreadTable
 from bot.store import SqliteStore, Store
 from bot.store.redis_store import RedisStore
@@ -105,7 +105,7 @@ async def test_a_reaper_pass_reads_only_the_sessions_that_may_need_it(backing: A
     threads = NothingLoaded(wrapped, sessions=None, opener_for=None)  # type: ignore[arg-type]
     lifecycle = Lifecycle(
         threads, wrapped, provider, lambda key: told,  # type: ignore[arg-type]
-        idle_timeout_s=IDLE_S, clock=lambda: NOW,
+        upkeep=Upkeep(IDLE_S), clock=lambda: NOW,
     )  # fmt: skip
     if redis is not None:
         await redis.config_resetstat()
