@@ -76,10 +76,7 @@ def history(n: int, kb: int) -> list[dict[str, Any]]:
 async def write_threads(store: SqliteStore, keys: list[str], kb: int) -> None:
     now = time.time()
     for n, key in enumerate(keys):
-        team, channel, ts = key.split(":")
-        await store.save_session(
-            SessionRecord(key, team, channel, ts, None, "idle", None, now, now)
-        )
+        await store.save_session(SessionRecord(key, None, "idle", None, now, now))
         await store.save_history(key, history(n, kb))
         path, source = "/buddy/work/uploads/data.csv", {"id": f"F{n}", "header": "year,value"}
         await store.add_file(key, FileRecord(f"F{n}", "data.csv", 1000, "0" * 64, path, source))

@@ -39,11 +39,10 @@ DAY = 86_400.0
 
 def record(n: int, now: float, live: bool) -> SessionRecord:
     key = f"T1:C{n % 50:02d}:{1_600_000_000 + n}.000100"
-    team, channel, ts = key.split(":")
     if live:
-        return SessionRecord(key, team, channel, ts, f"sb-{n}", "active", None, now, now)
+        return SessionRecord(key, f"sb-{n}", "active", None, now, now)
     old = now - 200 * DAY - n
-    return SessionRecord(key, team, channel, ts, None, "idle", None, old, old)
+    return SessionRecord(key, None, "idle", None, old, old)
 
 
 async def fill(store: Store, sessions: int, live: int) -> None:

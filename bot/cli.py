@@ -23,6 +23,7 @@ from bot.logs import configure_logging
 from bot.sessions.notebook_store import notebook_text, saved_charts, thread_notebook
 from bot.settings import load_settings
 from bot.slack.listen.app import serve
+from bot.slack.threads import ThreadRef
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
 from bot.terminal.printable import printable
@@ -155,7 +156,7 @@ async def list_or_export(args: argparse.Namespace) -> int:
                 print(printable(line))  # ids another service chose
             return 0
         wanted = {args.thread, KEY_PREFIX + str(args.thread)}
-        matches = [r for r in records if wanted & {r.key, r.thread_ts}]
+        matches = [r for r in records if wanted & {r.key, _thread_ts(r.key)}]
         if not matches:
             print(f"No session for {args.thread!r}; see `python -m bot sessions`.", file=sys.stderr)
             return 1
@@ -208,5 +209,11 @@ async def export_notebook(
 
 def notebook_name(session: SessionRecord) -> str:
     """`<thread>.ipynb`: the thread ts, or a terminal session's name."""
-    thread = session.thread_ts or session.key.removeprefix(KEY_PREFIX)
+    thread = _thread_ts(session.key) or session.key.removeprefix(KEY_PREFIX)
     return re.sub(r"[^A-Za-z0-9_.-]", "_", thread) + ".ipynb"
+
+
+def _thread_ts(key: str) -> str:
+    """A Slack thread's ts, as people copy it from a link; "" for a terminal session."""
+    ref = ThreadRef.parse(key)
+    return ref.ts if ref is not None else ""

@@ -132,10 +132,7 @@ class ThreadTable:
         record = await self._store.get_session(key)
         now = self._clock()
         if record is None:
-            team, channel, thread_ts = [*key.split(":", 2), "", ""][:3]
-            record = SessionRecord(
-                key, team, channel, thread_ts, None, "active", repo_url, now, now
-            )
+            record = SessionRecord(key, None, "active", repo_url, now, now)
             await self._store.save_session(record)
         token = self._tokens.get(key)  # this copy's writes carry it, even after a take-over
         session = self._sessions.new(

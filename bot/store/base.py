@@ -45,10 +45,9 @@ class StoreConfigError(StoreError, ConfigError):
 
 @dataclass(frozen=True)
 class SessionRecord:
-    key: str  # "team:channel:thread_ts"
-    team: str
-    channel: str
-    thread_ts: str
+    # The front end's name for the thread ("team:channel:thread_ts" in Slack,
+    # "terminal:NAME" in the terminal): opaque to the engine and to the store.
+    key: str
     sandbox_id: str | None
     state: SessionState
     repo_url: str | None

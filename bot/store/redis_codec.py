@@ -21,9 +21,11 @@ from bot.store.values import text
 # window_tokens, canvas and chart_files are the store's own (the last four absent from older
 # hashes).
 SESSION_FIELDS = (
-    "key", "team", "channel", "thread_ts", "sandbox_id", "state", "repo_url",
-    "created_at", "last_activity",
+    "key", "sandbox_id", "state", "repo_url", "created_at", "last_activity",
 )  # fmt: skip
+# Fields an earlier version wrote and read (the Slack thread's parts, now only in the key):
+# written empty, so a replica of that version still reads a session during a rolling deploy.
+_EARLIER_FIELDS = {"team": "", "channel": "", "thread_ts": ""}
 RUN_FIELDS = ("key", "run_id", "question", "started_at", "ended_at", "outcome", "user")
 _SESSION_FLOATS = ("created_at", "last_activity", "cost_usd", "granted_usd")
 _SESSION_INTS = ("prompt_tokens", "window_tokens")
@@ -50,7 +52,9 @@ def flat(fields: dict[str, str]) -> list[str]:
 
 
 def session_fields(record: SessionRecord) -> dict[str, str]:
-    return hash_fields({name: getattr(record, name) for name in SESSION_FIELDS})
+    return hash_fields(
+        {**_EARLIER_FIELDS, **{name: getattr(record, name) for name in SESSION_FIELDS}}
+    )
 
 
 def session_from(fields: dict[str, str]) -> SessionRecord | None:

@@ -25,9 +25,7 @@ from bot.store.base import (
 from bot.store.values import prompt_tokens
 from bot.store.values import text as _text
 
-_SESSION_COLUMNS = (
-    "key, team, channel, thread_ts, sandbox_id, state, repo_url, created_at, last_activity"
-)
+_SESSION_COLUMNS = "key, sandbox_id, state, repo_url, created_at, last_activity"
 _SELECT_SESSIONS = f"""
     SELECT {_SESSION_COLUMNS},
         (SELECT COALESCE(SUM(cost_usd), 0.0) FROM turns WHERE turns.key = sessions.key) AS cost_usd,
@@ -41,10 +39,8 @@ def save_session(conn: sqlite3.Connection, r: SessionRecord) -> None:
     conn.execute(
         f"""
         INSERT INTO sessions ({_SESSION_COLUMNS})
-        VALUES (:key, :team, :channel, :thread_ts, :sandbox_id, :state, :repo_url,
-                :created_at, :last_activity)
+        VALUES (:key, :sandbox_id, :state, :repo_url, :created_at, :last_activity)
         ON CONFLICT (key) DO UPDATE SET
-            team = excluded.team, channel = excluded.channel, thread_ts = excluded.thread_ts,
             sandbox_id = excluded.sandbox_id, state = excluded.state,
             repo_url = excluded.repo_url, created_at = excluded.created_at,
             last_activity = excluded.last_activity

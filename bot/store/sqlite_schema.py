@@ -182,6 +182,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_by_end ON runs (ended_at) WHERE ended_at IS NOT NULL;
     CREATE INDEX continues_by_key ON continues (key);
     """,
+    # 15: a session is named by its front end's key alone: the Slack thread's parts, which
+    # only the Slack side reads, live in the key it wrote.
+    """
+    ALTER TABLE sessions DROP COLUMN team;
+    ALTER TABLE sessions DROP COLUMN channel;
+    ALTER TABLE sessions DROP COLUMN thread_ts;
+    """,
 )
 
 

@@ -462,9 +462,7 @@ async def stored_thread(path: Path) -> None:
     store = SqliteStore(path)
     await store.open()
     try:
-        await store.save_session(
-            SessionRecord(KEY, "T1", "C1", "1700000000.000100", None, "idle", None, 1.0, 2.0)
-        )
+        await store.save_session(SessionRecord(KEY, None, "idle", None, 1.0, 2.0))
         await store.add_file(KEY, population_file())
         for run in thread.runs:
             await store.start_run(KEY, run.run_id, run.question, run.started_at)

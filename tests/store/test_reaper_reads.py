@@ -124,4 +124,4 @@ async def test_a_reaper_pass_reads_only_the_sessions_that_may_need_it(backing: A
     assert await lifecycle.reap() == []  # nothing more to do, and nothing else read
     assert counter.total == 0, counter.sessions_read
     record = await store.get_session("T1:C1:0.0")
-    assert dataclasses.astuple(record)[4:6] == (None, "idle")
+    assert dataclasses.astuple(record)[1:3] == (None, "idle")

@@ -36,12 +36,8 @@ ROOT = CHECKOUT
 
 
 def session(key: str = "T1:C1:1.0", *, last: float = 100.0, **changes: object) -> SessionRecord:
-    team, channel, thread_ts = key.split(":")
     record = SessionRecord(
         key=key,
-        team=team,
-        channel=channel,
-        thread_ts=thread_ts,
         sandbox_id="sb-1",
         state="active",
         repo_url=None,
@@ -903,7 +899,7 @@ path, mode = Path(sys.argv[1]), sys.argv[2]
 BIG = "x" * 65536
 
 def session(key, at):
-    return SessionRecord(key, "T", "C", key, f"sb-{key}", "active", None, at, at)
+    return SessionRecord(key, f"sb-{key}", "active", None, at, at)
 
 def file(n):
     return FileRecord(f"F{n}", f"f{n}.csv", n, "0" * 64, f"/buddy/data/f{n}.csv", {"id": n})

@@ -282,3 +282,26 @@ async def test_a_redis_store_of_the_first_layout_gets_its_indexes_at_open(
             assert await redis.get("sci:schema") == "2"
         finally:
             await redis.aclose()
+
+
+async def test_a_session_hash_of_the_earlier_layout_reads_and_new_ones_suit_its_replicas(
+    tmp_path: Path,
+) -> None:
+    """Sessions were written with the Slack thread's parts (team, channel, thread_ts) beside
+    the key; a replica of that version reads those fields, so during a rolling deploy they
+    are still written, empty, and a hash that has them still reads."""
+    async with redis_server(tmp_path / "redis") as server:
+        store = RedisStore(server.url)
+        await store.open()
+        redis = Redis.from_url(server.url, decode_responses=True)
+        try:
+            record = session()
+            await store.save_session(record)
+            written = await redis.hgetall(store.keys.session(record.key))
+            assert {written[f] for f in ("team", "channel", "thread_ts")} == {'""'}
+            earlier = {"team": '"T1"', "channel": '"C1"', "thread_ts": '"1.0"'}
+            await redis.hset(store.keys.session(record.key), mapping=earlier)
+            assert await store.get_session(record.key) == record
+        finally:
+            await redis.aclose()
+            await store.close()
