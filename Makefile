@@ -49,7 +49,7 @@ test: system test-extras $(BIN)/.installed
 	$(BIN)/mypy
 	MYPYPATH=bot/sandbox/kernel/inside $(BIN)/mypy $(KERNEL_MODULES)
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --durations=15
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.run_code_roundtrip
