@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.base import OUT_DIR, ExecResult, Sandbox, SandboxProvider, SandboxSpec
+from bot.sandbox.base import OUT_DIR, WORK_DIR, ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
@@ -20,6 +20,17 @@ from tests.fakes.buddy import FakeBuddy
 from tests.support import local_provider_at, matplotlib_in_sandbox
 
 GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)
+MARK = "open('/buddy/work/cell-running', 'w').close()"  # a cell's first line: it has begun
+
+
+async def cell_running(sandbox: Sandbox, within_s: float = 60.0) -> None:
+    """Wait until a cell that began with MARK is running (its mark is in the work folder)."""
+    deadline = time.monotonic() + within_s
+    while "cell-running" not in {entry.name for entry in await sandbox.list_dir(WORK_DIR)}:
+        assert time.monotonic() < deadline, "the cell never began"
+        await asyncio.sleep(0.05)
+
+
 LOOP_IGNORING_INTERRUPTS = (
     "import time\n"
     "while True:\n"
@@ -111,8 +122,8 @@ async def test_a_cell_ignoring_the_interrupt_gets_a_restarted_kernel(sandbox: Sa
 
 
 async def test_cancelling_a_cell_interrupts_it_and_keeps_state(sandbox: Sandbox) -> None:
-    task = asyncio.create_task(python(sandbox, "y = 7\nimport time\ntime.sleep(60)", 120))
-    await asyncio.sleep(1.0)
+    task = asyncio.create_task(python(sandbox, f"y = 7\n{MARK}\nimport time\ntime.sleep(60)", 120))
+    await cell_running(sandbox)
     started = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -124,8 +135,8 @@ async def test_cancelling_a_cell_interrupts_it_and_keeps_state(sandbox: Sandbox)
 
 async def test_cancelling_a_cell_that_will_not_stop_restarts_the_kernel(sandbox: Sandbox) -> None:
     await python(sandbox, "y = 7")
-    task = asyncio.create_task(python(sandbox, LOOP_IGNORING_INTERRUPTS, 120))
-    await asyncio.sleep(1.0)
+    task = asyncio.create_task(python(sandbox, f"{MARK}\n{LOOP_IGNORING_INTERRUPTS}", 120))
+    await cell_running(sandbox)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
