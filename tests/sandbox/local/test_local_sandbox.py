@@ -326,17 +326,21 @@ async def test_list_dir_reports_kinds_and_sizes(local_sandbox: LocalSandbox) -> 
 
 
 async def test_detached_command_runs_in_background_and_finishes(local_sandbox: LocalSandbox):
-    command_id = await local_sandbox.start_command(
-        "python", "import time\nprint('begin')\ntime.sleep(0.6)\nprint('end')"
-    )
-    await asyncio.sleep(0.3)
-    state = await local_sandbox.command_state(command_id)
+    # it waits for a go-ahead file, so the test sees it running for as long as it needs
+    waits = "import os, time\nprint('begin', flush=True)\n"
+    waits += "while not os.path.exists('/buddy/work/go'):\n    time.sleep(0.02)\nprint('end')"
+    command_id = await local_sandbox.start_command("python", waits)
+    for _ in range(500):
+        state = await local_sandbox.command_state(command_id)
+        if state.result.stdout.text or not state.running:
+            break
+        await asyncio.sleep(0.02)
     assert state.running
     assert state.result.exit_code is None
     assert state.result.stdout.text == "begin\n"
 
     # Other calls keep working while it runs.
-    other = await local_sandbox.run_code("bash", "echo meanwhile", timeout_s=10)
+    other = await local_sandbox.run_code("bash", "echo meanwhile; touch go", timeout_s=10)
     assert other.stdout.text == "meanwhile\n"
 
     for _ in range(50):
