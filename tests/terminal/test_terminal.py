@@ -56,7 +56,11 @@ async def test_ctrl_c_kills_the_command_and_destroys_the_sandbox(
         seen = b""
         while MARKERS[language].split()[1].encode() not in seen:
             seen += await asyncio.wait_for(proc.stdout.readline(), 20)
-        await asyncio.sleep(0.5)  # the command is running in the sandbox now
+        # the step was printed as it started: wait until its command runs in the sandbox
+        for _ in range(1000):
+            if stray_processes(MARKERS[language]):
+                break
+            await asyncio.sleep(0.02)
         assert stray_processes(MARKERS[language]), "the command should be running"
         proc.send_signal(signal.SIGINT)
         exit_code = await asyncio.wait_for(proc.wait(), 15)
