@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -27,13 +28,7 @@ class Scrubber:
 
     def data(self, value: Any) -> Any:
         """The same, through JSON-like data (Slack blocks)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
-        return value
+        return map_strings(value, self.text)
 
     def bytes(self, value: bytes) -> bytes:
         for secret in self._secrets:
@@ -89,6 +84,24 @@ TOKEN_SHAPES = re.compile(
     r"|(?<=[Bb]earer )[A-Za-z0-9._~+/=-]{8,}"
     r"|(?<=access_token=)[^&\s\"']{8,}"
 )
+
+
+def map_strings(
+    value: Any,
+    text: Callable[[str], str],
+    replace: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
+    """JSON-like data with `text` applied to every string value in it (keys are kept).
+    `replace` may stand in for a whole object first: what it returns, unless None."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, list):
+        return [map_strings(v, text, replace) for v in value]
+    if isinstance(value, dict):
+        if replace is not None and (instead := replace(value)) is not None:
+            return instead
+        return {k: map_strings(v, text, replace) for k, v in value.items()}
+    return value
 
 
 def scrub_tokens(value: str) -> str:

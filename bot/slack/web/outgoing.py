@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.results.mentions import WORD_JOINER, inert
-from bot.scrub import NO_SECRETS, Scrubber
+from bot.scrub import NO_SECRETS, Scrubber, map_strings
 
 CROWD_ELEMENTS = {"broadcast": "range", "usergroup": "usergroup_id"}
 
@@ -31,17 +31,15 @@ class Outgoing:
         return inert(self.scrubber.text(value))
 
     def data(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
-        if isinstance(value, dict):
-            kind = value.get("type")
-            if isinstance(kind, str) and kind in CROWD_ELEMENTS:
-                said = f"@{WORD_JOINER}{value.get(CROWD_ELEMENTS[kind]) or 'group'}"
-                return {"type": "text", "text": self.text(said)}
-            return {k: self.data(v) for k, v in value.items()}
-        return value
+        return map_strings(value, self.text, self._crowd_element)
+
+    def _crowd_element(self, element: dict[str, Any]) -> dict[str, Any] | None:
+        """A rich_text element that would notify a crowd, as plain text; None for others."""
+        kind = element.get("type")
+        if not (isinstance(kind, str) and kind in CROWD_ELEMENTS):
+            return None
+        said = f"@{WORD_JOINER}{element.get(CROWD_ELEMENTS[kind]) or 'group'}"
+        return {"type": "text", "text": self.text(said)}
 
     def bytes(self, value: bytes) -> bytes:
         """A file's content: scrubbed only (a file notifies no one)."""
