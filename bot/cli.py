@@ -24,8 +24,10 @@ from bot.sessions.notebook_store import notebook_text, saved_charts, thread_note
 from bot.settings import load_settings
 from bot.slack.listen.app import serve
 from bot.slack.threads import ThreadRef
+from bot.sql.config import load_connections
 from bot.store.base import SessionRecord, Store
 from bot.terminal.ask import KEY_PREFIX, ask
+from bot.terminal.connections import check_connections
 from bot.terminal.printable import printable
 from bot.terminal.prune import prune_store
 
@@ -58,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "--vacuum", action="store_true", help="prune: then give the space back (SQLite VACUUM)"
     )
+    checking = commands.add_parser("connections", help="check the SQL connections")
+    checking.add_argument("action", nargs="?", choices=["check"], default="check")
     asking = commands.add_parser("ask", help="analyse data from the terminal")
     asking.add_argument("question", help="what to find out")
     asking.add_argument(
@@ -75,6 +79,13 @@ def parser() -> argparse.ArgumentParser:
         help="continue this terminal session (history, files, sandbox), or start it",
     )
     asking.add_argument("--keep", action="store_true", help="keep the sandbox afterwards")
+    asking.add_argument(
+        "--connection",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a SQL connection of CONNECTIONS_FILE the session may query (repeatable)",
+    )
     asking.add_argument(
         "--out",
         type=Path,
@@ -96,7 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING if args.command == "ask" else logging.INFO
     configure_logging(level, _secrets_for_logs())
     try:
-        commands = {"ask": lambda: ask(args), "sessions": lambda: sessions_command(args)}
+        commands = {
+            "ask": lambda: ask(args),
+            "sessions": lambda: sessions_command(args),
+            "connections": lambda: check_connections(load_settings().connections_file),
+        }
         return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)
@@ -108,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _secrets_for_logs() -> list[str]:
     try:
-        return load_settings().secret_values()
+        settings = load_settings()
+        return settings.secret_values() + load_connections(settings.connections_file).secrets()
     except ConfigError:
         return []  # reported, with its fix, where the settings are used
 

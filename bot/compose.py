@@ -32,6 +32,8 @@ from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
 from bot.sessions.thread_table import OpenerFor
 from bot.settings import Settings
+from bot.sql.config import Scope, load_connections
+from bot.sql.databases import Databases
 from bot.store.base import Store
 from bot.store.redis_store import RedisStore
 from bot.store.sqlite import SqliteStore
@@ -104,12 +106,21 @@ class Runtime:
     sessions: SessionFactory
 
     @classmethod
-    def from_settings(cls, settings: Settings, provider: SandboxProvider | None = None) -> Runtime:
-        """`provider` replaces the one the settings describe (benchmarks bring their own)."""
+    def from_settings(
+        cls,
+        settings: Settings,
+        provider: SandboxProvider | None = None,
+        scope: Scope | None = None,
+    ) -> Runtime:
+        """`provider` replaces the one the settings describe (benchmarks bring their own);
+        `scope` says which SQL connections a session may use (None: none). A bad
+        connections file stops here, with one line naming the connection and field."""
+        databases = Databases(load_connections(settings.connections_file))
         client = build_client(settings)
         own_folder(settings.spool_dir, PRIVATE, "SPOOL_DIR")
         provider = provider or build_provider(settings)
-        return cls(settings, client, provider, SessionFactory(settings, client, provider))
+        sessions = SessionFactory(settings, client, provider, databases, scope or Scope())
+        return cls(settings, client, provider, sessions)
 
     @property
     def scrubber(self) -> Scrubber:
@@ -169,6 +180,7 @@ class Runtime:
     async def close(self) -> None:
         await self.provider.close()
         await self.client.close()
+        await self.sessions.databases.close()
 
 
 def _claim_with(coord: Coordinator) -> Callable[[str], Awaitable[bool]]:

@@ -40,6 +40,13 @@ def tool_result(call_id: str, outcome: ToolOutcome) -> dict[str, Any]:
     return result
 
 
+def sql_step(args: dict[str, Any]) -> str:
+    """A query as its step shows it: a comment naming the connection and the file, then
+    the SQL (what the audit keeps, Show work shows and the notebook reruns)."""
+    head = f"-- {args.get('connection', '?')} → queries/{args.get('save_as', '?')}.csv"
+    return f"{head}\n{args.get('sql', '')}"
+
+
 def started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
     if name == "run_code":
         return ToolCallStarted(
@@ -49,5 +56,7 @@ def started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
             str(args.get("code", "")),
             bool(args.get("detached", False)),
         )
+    if name == "run_sql":
+        return ToolCallStarted(call_id, name, "sql", sql_step(args))
     summary = ", ".join(f"{k}={v}" for k, v in args.items())
     return ToolCallStarted(call_id, name, None, summary)

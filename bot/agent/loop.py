@@ -24,7 +24,7 @@ from bot.agent.keeper import GO_ON_NOTE, ContextKeeper, Rewrite
 from bot.agent.model_client import ModelError, PromptTooLong, RetryPolicy, create_message
 from bot.agent.model_limits import ModelLimits
 from bot.agent.prompt import system_blocks
-from bot.agent.tools import Toolbox, tool_definitions
+from bot.agent.tools import Toolbox
 from bot.agent.totals import RunTotals
 from bot.agent.trim import drop_thinking
 from bot.run_events import AgentView, RunFailed, RunFinished, TextEmitted
@@ -69,7 +69,7 @@ class Agent:
         self._limits = limits  # None: MAX_OUTPUT_TOKENS is sent as it is
         self._config = config
         self._toolbox = toolbox
-        self._tools = tool_definitions()
+        self._tools = toolbox.definitions()
         self._checkpoint = checkpoint
         self._question = ""
         self._run_calls: list[str] = []  # this run's steps, in order: what the thread numbers

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.kernel_state import RESTARTED_AS_ASKED, kernel_note
+from bot.agent.sql_tools import SQL_TOOLS, ListTables, RunSql, SqlAnswer, SqlDesk
 from bot.clip import clip, last_lines
 from bot.errors import BotError
 from bot.sandbox.base import WORK_DIR, CommandState, ExecResult, Sandbox
@@ -140,8 +141,10 @@ class Toolbox:
         output_chars: int,
         default_wait_s: int = 30,
         scrubber: Scrubber = NO_SECRETS,
+        sql: SqlDesk | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._sql = sql if sql is not None and sql.offered else None
         self._scrubber = scrubber
         self._default_timeout_s = default_timeout_s
         self._max_timeout_s = max_timeout_s
@@ -157,10 +160,18 @@ class Toolbox:
         scrub = self._scrubber.text
         return replace(outcome, content=scrub(outcome.content), excerpt=scrub(outcome.excerpt))
 
+    def definitions(self) -> list[dict[str, Any]]:
+        """The tools this toolbox offers: the sandbox's, then SQL's where the session's
+        channel may use a connection (the same list every turn, for the prompt cache)."""
+        return tool_definitions() + (self._sql.definitions() if self._sql else [])
+
     async def _call(self, name: str, raw_input: Any) -> ToolOutcome:
+        if name in SQL_TOOLS and self._sql is not None:
+            return await self._sql_call(self._sql, name, raw_input)
         spec = TOOLS.get(name)
         if spec is None:
-            return _invalid(f"Unknown tool {name!r}. Available: {', '.join(TOOLS)}.")
+            names = [*TOOLS, *(SQL_TOOLS if self._sql else ())]
+            return _invalid(f"Unknown tool {name!r}. Available: {', '.join(names)}.")
         try:
             parsed = spec[0].model_validate(raw_input)
         except ValidationError as exc:
@@ -211,6 +222,18 @@ class Toolbox:
                 excerpt = f"{len(lines)} entries"
                 return ToolOutcome(clip(text, self._output_chars), False, "ok", excerpt=excerpt)
         raise AssertionError(f"unhandled tool input {parsed!r}")
+
+    async def _sql_call(self, desk: SqlDesk, name: str, raw_input: Any) -> ToolOutcome:
+        model = ListTables if name == "list_tables" else RunSql
+        try:
+            parsed = model.model_validate(raw_input)
+        except ValidationError as exc:
+            return _invalid(f"Invalid input for {name}: {_validation_summary(exc)}")
+        if isinstance(parsed, ListTables):
+            answer = await desk.list_tables(parsed)
+        else:
+            answer = await desk.run_sql(parsed, await self._sandbox(), self._output_chars)
+        return _from_sql(answer)
 
     @property
     def commands_watched(self) -> int:
@@ -284,6 +307,16 @@ class Toolbox:
                 f"\n[… longer than {READ_FILE_MAX_BYTES:,} bytes; read the rest with run_code …]"
             )
         return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
+
+
+def _from_sql(answer: SqlAnswer) -> ToolOutcome:
+    return ToolOutcome(
+        answer.content,
+        answer.is_error,
+        answer.status,
+        duration_s=answer.duration_s,
+        excerpt=answer.excerpt,
+    )
 
 
 def _after_restart(outcome: ToolOutcome) -> ToolOutcome:

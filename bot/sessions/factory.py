@@ -13,12 +13,15 @@ from bot.agent.context import ContextConfig, ContextEditing
 from bot.agent.loop import Agent, AgentConfig, Checkpoint
 from bot.agent.model_client import RetryPolicy
 from bot.agent.model_limits import ModelLimits
+from bot.agent.sql_tools import SqlDesk
 from bot.agent.tools import SandboxGetter, Toolbox
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber
 from bot.sessions.outputs import OutputCaps
 from bot.sessions.session import Session
 from bot.settings import Settings
+from bot.sql.config import Scope
+from bot.sql.databases import Databases
 
 SandboxChanged = Callable[[str | None], Awaitable[None]]
 
@@ -34,8 +37,13 @@ class SessionFactory:
         settings: Settings,
         client: anthropic.AsyncAnthropic,
         provider: SandboxProvider,
+        databases: Databases,
+        scope: Scope,
     ) -> None:
+        """`databases`: the SQL connections; `scope`: which of them a session may use."""
         self._settings = settings
+        self.databases = databases
+        self._scope = scope
         self._client = client
         self.provider = provider
         self.limits = ModelLimits(client, settings.anthropic_model)  # looked up once, lazily
@@ -52,7 +60,7 @@ class SessionFactory:
                 )
             )
         )
-        self.scrubber = Scrubber(settings.secret_values())
+        self.scrubber = Scrubber(settings.secret_values() + databases.connections.secrets())
 
     def new(
         self,
@@ -68,7 +76,7 @@ class SessionFactory:
         return Session(
             key,
             self.provider,
-            lambda sandbox: self._agent(sandbox, history, checkpoint),
+            lambda sandbox: self._agent(key, sandbox, history, checkpoint),
             repo_url=repo_url,
             tags=(self._settings.sandbox_tag, session_tag(key)),
             spool_dir=self._settings.spool_dir,
@@ -80,6 +88,7 @@ class SessionFactory:
 
     def _agent(
         self,
+        key: str,
         sandbox: SandboxGetter,
         history: list[dict[str, Any]] | None,
         checkpoint: Checkpoint | None,
@@ -99,6 +108,7 @@ class SessionFactory:
             default_wait_s=s.command_wait_s,
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
+            sql=SqlDesk(self.databases, self._scope.allowed(self.databases.connections, key)),
         )
         return Agent(
             self._client,

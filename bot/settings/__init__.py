@@ -13,6 +13,7 @@ from pydantic import ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
 from bot.settings.model import DEFAULT_MODEL, ModelSettings
 from bot.settings.sandbox import SandboxSettings
@@ -26,7 +27,13 @@ _NOT_ECHOED = frozenset({"redis_url"})
 
 
 class Settings(
-    SlackSettings, ModelSettings, SandboxSettings, LimitSettings, StoreSettings, BaseSettings
+    SlackSettings,
+    ModelSettings,
+    SandboxSettings,
+    LimitSettings,
+    StoreSettings,
+    DataSettings,
+    BaseSettings,
 ):
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
 from bot.settings.model import ModelSettings
 from bot.settings.sandbox import SandboxSettings
@@ -23,6 +24,7 @@ GROUPS: list[tuple[str, type[BaseModel]]] = [
     ("Sandboxes", SandboxSettings),
     ("Limits", LimitSettings),
     ("Store, replicas and monitoring", StoreSettings),
+    ("SQL connections", DataSettings),
 ]
 HEADER = """# Configuration
 

@@ -25,6 +25,13 @@ class ThreadRef:
         return cls(*parts)
 
 
+def channel_of(key: str) -> str | None:
+    """The channel of a thread's key (what its SQL connections are granted by); None for
+    a key of another front end."""
+    ref = ThreadRef.parse(key)
+    return ref.channel if ref is not None else None
+
+
 @dataclass(frozen=True)
 class Click:
     """Who clicked one of the bot's buttons, and where (for a private answer)."""

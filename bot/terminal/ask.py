@@ -25,6 +25,7 @@ from bot.sessions.engine import Engine
 from bot.sessions.files import FileOpener
 from bot.sessions.repo import check_repo_url
 from bot.settings import Settings, load_settings
+from bot.sql.config import Scope
 from bot.terminal.printable import printable
 from bot.terminal.render import TerminalView
 
@@ -46,9 +47,10 @@ async def ask(args: argparse.Namespace) -> int:
     settings = load_settings()
     repo = _checked_repo(args.repo, settings) if args.repo else None
     name = args.session or f"cli-{secrets.token_hex(4)}"
+    runtime = Runtime.from_settings(settings, scope=Scope(granted=tuple(args.connection)))
+    runtime.sessions.databases.connections.named(args.connection)  # unknown: said now
     store = build_store(settings)
     await store.open()
-    runtime = Runtime.from_settings(settings)
     engine = runtime.engine(store, lambda _key: TerminalView(save_to=args.out), local_file)
     key = session_key(name)
     try:

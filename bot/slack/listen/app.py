@@ -31,12 +31,13 @@ from bot.slack.render.block_kit import (
     SHOW_WORK_ACTION,
     STOP_ACTION,
 )
-from bot.slack.threads import Click
+from bot.slack.threads import Click, channel_of
 from bot.slack.view.agent_sessions import AgentSessions
 from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.run_extras import DataSurfaces
 from bot.slack.view.run_view import views
 from bot.slack.web import SlackWeb, build_client
+from bot.sql.config import Scope
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
@@ -198,7 +199,7 @@ async def serve(
     metrics = Metrics()
     store = metered(build_store(settings), metrics)
     await store.open()
-    runtime = Runtime.from_settings(settings, provider)
+    runtime = Runtime.from_settings(settings, provider, Scope(place_of=channel_of))
     http = aiohttp.ClientSession()
     client = build_client(bot_token, settings.slack_api_url, http, SlackErrors(metrics))
     web = SlackWeb(

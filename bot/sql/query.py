@@ -1,0 +1,229 @@
+"""One query, streamed: rows leave the database in batches and become CSV bytes, up to the
+connection's row and byte caps, so the bot holds one batch at a time however large the
+result. The whole query, stream included, runs within the connection's timeout (a server's
+statement timeout does not bound a stream's later fetches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.errors import BotError
+from bot.sql.config import ConnectionSpec
+from bot.sql.engines import interrupter, sqlite_deadline
+
+BATCH_ROWS = 2_000
+# `:name` is a bind parameter to text(), even inside a string literal; the model's SQL has
+# none, so every such colon is escaped (`::` casts are left alone).
+BIND = re.compile(r"(?<![:\w\\]):(?=\w)")
+
+
+class QueryFailed(BotError):
+    """The database refused or lost the query; the message says why, without secrets."""
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: int = 0
+    capped: str = ""  # why the rows stopped short ("" when the result is whole)
+    bytes: int = 0
+    preview: list[tuple[Any, ...]] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+class _Source(Protocol):
+    columns: list[str]
+
+    async def fetch(self, n: int) -> Sequence[Sequence[Any]]: ...
+    async def close(self) -> None: ...
+
+
+async def open_query(spec: ConnectionSpec, engine: AsyncEngine | Engine, sql: str) -> QueryStream:
+    """Run `sql` and hold its first rows; the rest come as `QueryStream.csv()` is read.
+    A statement the database refuses raises QueryFailed here, before any file is made."""
+    statement = text(BIND.sub(r"\\:", sql))
+    started = time.monotonic()
+    try:
+        if isinstance(engine, AsyncEngine):
+            source: _Source = await _AsyncSource.open(engine, statement, spec)
+        else:
+            source = await _ThreadSource.open(engine, statement, spec)
+    except Exception as exc:  # the database's boundary: whatever it raised, said in a line
+        raise QueryFailed(describe(exc)) from None
+    return QueryStream(spec, source, started)
+
+
+class QueryStream:
+    """The rows of an opened query as CSV bytes; `result` is whole once they are read."""
+
+    def __init__(self, spec: ConnectionSpec, source: _Source, started: float) -> None:
+        self._spec = spec
+        self._source = source
+        self._started = started
+        self.result = QueryResult(columns=list(source.columns))
+        self.error: str = ""  # what cut the stream short, if the database did
+
+    async def csv(self) -> AsyncIterator[bytes]:
+        """The header, then a chunk per batch, until the rows, a cap or an error end it."""
+        result, spec = self.result, self._spec
+        out, buffer = _writer()
+        out.writerow(result.columns)
+        while True:
+            want = min(BATCH_ROWS, spec.max_rows - result.rows + 1)
+            try:
+                batch = await self._source.fetch(want)
+            except Exception as exc:  # as above; the file so far is removed by the caller
+                self.error = describe(exc)
+                break
+            if not batch:
+                break
+            if result.rows + len(batch) > spec.max_rows:
+                batch = batch[: spec.max_rows - result.rows]
+                result.capped = f"the row cap of {spec.max_rows:,}"
+            room = spec.preview_rows - len(result.preview)
+            result.preview += [tuple(row) for row in batch[: max(0, room)]]
+            out.writerows(batch)
+            chunk = buffer.getvalue().encode()
+            buffer.seek(0)
+            buffer.truncate()
+            if result.bytes + len(chunk) > spec.max_bytes:
+                result.capped = f"the size cap of {spec.max_bytes:,} bytes"
+                break
+            result.rows += len(batch)
+            result.bytes += len(chunk)
+            yield chunk
+            if result.capped:
+                break
+        if tail := buffer.getvalue().encode():  # only the header, for an empty result
+            result.bytes += len(tail)
+            yield tail
+        result.duration_s = time.monotonic() - self._started
+
+    async def close(self) -> None:
+        """End the transaction (always a rollback) and the connection."""
+        await asyncio.shield(self._source.close())
+
+
+def _writer() -> tuple[Any, io.StringIO]:
+    buffer = io.StringIO()
+    return csv.writer(buffer, lineterminator="\n"), buffer
+
+
+class _AsyncSource:
+    """PostgreSQL: a server-side cursor in a read-only transaction the bot opened."""
+
+    def __init__(self, conn: Any, transaction: Any, result: Any) -> None:
+        self._conn, self._transaction, self._result = conn, transaction, result
+        self.columns = list(result.keys())
+
+    @classmethod
+    async def open(cls, engine: AsyncEngine, statement: Any, spec: ConnectionSpec) -> _AsyncSource:
+        conn = await engine.connect()
+        try:
+            await conn.execution_options(postgresql_readonly=True)
+            transaction = await conn.begin()
+            ms = int(spec.timeout_s * 1000)
+            await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+            result = await conn.stream(statement, execution_options={"yield_per": BATCH_ROWS})
+        except BaseException:
+            await asyncio.shield(conn.close())
+            raise
+        return cls(conn, transaction, result)
+
+    async def fetch(self, n: int) -> Sequence[Sequence[Any]]:
+        return list(await self._result.fetchmany(n))
+
+    async def close(self) -> None:
+        try:
+            await self._result.close()
+            await self._transaction.rollback()
+        except Exception:  # a connection the server dropped has nothing to roll back
+            pass
+        finally:
+            await self._conn.close()
+
+
+class _ThreadSource:
+    """A synchronous driver on one thread of its own: every call of the query on it."""
+
+    def __init__(self, pool: ThreadPoolExecutor, conn: Any, result: Any, stop: Any) -> None:
+        self._pool, self._conn, self._result, self._stop = pool, conn, result, stop
+        self.columns = list(result.keys())
+
+    @classmethod
+    async def open(cls, engine: Engine, statement: Any, spec: ConnectionSpec) -> _ThreadSource:
+        pool = ThreadPoolExecutor(1, thread_name_prefix=f"sql-{spec.name}")
+        loop = asyncio.get_running_loop()
+
+        def start() -> tuple[Any, Any, Any]:
+            conn = engine.connect()
+            try:
+                raw = conn.connection.dbapi_connection
+                if spec.family == "sqlite":
+                    sqlite_deadline(raw, spec.timeout_s)
+                conn.begin()
+                options = {"yield_per": BATCH_ROWS}
+                return conn, conn.execution_options(**options).execute(statement), raw
+            except BaseException:
+                conn.close()
+                raise
+
+        try:
+            conn, result, raw = await _on(loop, pool, start)
+        except BaseException:
+            pool.shutdown(wait=False)
+            raise
+        return cls(pool, conn, result, interrupter(spec.family, raw))
+
+    async def fetch(self, n: int) -> Sequence[Sequence[Any]]:
+        rows: Sequence[Sequence[Any]] = await _on(
+            asyncio.get_running_loop(), self._pool, self._result.fetchmany, n
+        )
+        return rows
+
+    async def close(self) -> None:
+        if self._stop is not None:
+            self._stop()  # a fetch still running on the thread ends now
+
+        def end() -> None:
+            try:
+                self._conn.rollback()
+            except Exception:  # as for PostgreSQL: nothing left to roll back
+                pass
+            finally:
+                self._conn.close()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._pool, end)
+        finally:
+            self._pool.shutdown(wait=False)
+
+
+async def _on(
+    loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, fn: Any, *args: Any
+) -> Any:
+    """`fn` on the query's thread; cancelled, the thread is interrupted by `close`."""
+    return await loop.run_in_executor(pool, fn, *args)
+
+
+def describe(exc: BaseException) -> str:
+    """A database error in a line or two: the driver's message, not SQLAlchemy's wrapping
+    (which repeats the statement and its parameters)."""
+    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    message = str(inner).strip() or type(inner).__name__
+    lines = [line for line in message.splitlines() if line.strip()][:3]
+    return f"{type(inner).__name__}: {' '.join(lines)}"[:600]
