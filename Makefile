@@ -7,9 +7,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := bubblewrap python3 python3-venv nodejs git procps util-linux
 # Nice to have inside the local sandbox for real analyses (not needed by the tests).
 SANDBOX_EXTRAS := python3-pandas python3-matplotlib python3-numpy python3-openpyxl
-# For the tests of charts saved by the Python kernel, and of the Redis store (each test starts
-# its own redis-server on a free loopback port).
-TEST_EXTRAS := python3-matplotlib python3-pandas redis-server
+# For the tests of charts saved by the Python kernel, of the Redis store and of SQL connections
+# (each test starts its own redis-server, or its own PostgreSQL cluster, on a free loopback
+# port).
+TEST_EXTRAS := python3-matplotlib python3-pandas redis-server postgresql
 # The tests mostly wait (on servers, sandboxes, processes), so they run in workers; one per
 # core, as the disk-quota and CPU-limit tests judge timings a crowded machine would skew.
 TEST_WORKERS ?= 2

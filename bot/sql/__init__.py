@@ -1,0 +1,1 @@
+"""SQL connections: declared by an operator, checked, read-only, streamed into the sandbox."""
