@@ -78,7 +78,7 @@ def _read_sync(engine: Engine, family: str) -> Catalog:
 
 
 def _read(conn: Connection, family: str) -> Catalog:
-    inspector = inspect(conn)
+    inspector: Any = _DuckInspector(conn) if family == "duckdb" else inspect(conn)
     default = inspector.default_schema_name
     names: list[tuple[str | None, str, str]] = []
     for schema in inspector.get_schema_names():
@@ -116,6 +116,42 @@ def _table(
         rows = _count(conn, schema, name) if kind == "table" else None
     cols = tuple(Column(c["name"], str(c["type"]), examples.get(c["name"], ())) for c in columns)
     return Table(qualified, kind, rows, cols)
+
+
+class _DuckInspector:
+    """The inspector's few calls, through DuckDB's information_schema (duckdb_engine's
+    inspector asks for PostgreSQL catalog tables DuckDB lacks)."""
+
+    default_schema_name = "main"
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def _names(self, schema: str | None, kind: str) -> list[str]:
+        query = text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = :schema"
+            " AND table_type = :kind AND table_catalog = current_database() ORDER BY 1"
+        )
+        found = self._conn.execute(query, {"schema": schema or "main", "kind": kind})
+        return [str(name) for (name,) in found]
+
+    def get_schema_names(self) -> list[str]:
+        query = "SELECT DISTINCT table_schema FROM information_schema.tables"
+        return [str(s) for (s,) in self._conn.execute(text(query))]
+
+    def get_table_names(self, schema: str | None = None) -> list[str]:
+        return self._names(schema, "BASE TABLE")
+
+    def get_view_names(self, schema: str | None = None) -> list[str]:
+        return self._names(schema, "VIEW")
+
+    def get_columns(self, name: str, schema: str | None = None) -> list[dict[str, Any]]:
+        query = text(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE"
+            " table_schema = :schema AND table_name = :name ORDER BY ordinal_position"
+        )
+        found = self._conn.execute(query, {"schema": schema or "main", "name": name})
+        return [{"name": str(c), "type": str(t)} for c, t in found]
 
 
 def _estimates(conn: Connection, family: str) -> dict[str, int] | None:

@@ -81,17 +81,21 @@ def _session_limits(spec: ConnectionSpec) -> dict[str, Any]:
 
 
 def _sqlite(spec: ConnectionSpec) -> Engine:
+    """Read-only by the file's open mode; the model's queries are locked down further
+    (`sqlite_for_query`): the bot's own table listing needs PRAGMA."""
     path = quote(str(spec.url.database), safe="/")
-    engine = create_engine(
+    return create_engine(
         f"sqlite:///file:{path}?mode=ro&uri=true", poolclass=NullPool, hide_parameters=True
     )
 
-    @event.listens_for(engine, "connect")
-    def lock_down(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-        dbapi_connection.set_authorizer(_sqlite_authorizer)
-        dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
 
-    return engine
+def sqlite_for_query(dbapi_connection: sqlite3.Connection, timeout_s: float) -> None:
+    """Before a model's query: no ATTACH, PRAGMA or file functions, no attached databases,
+    and, as SQLite has no statement timeout, a deadline in its progress handler."""
+    dbapi_connection.set_authorizer(_sqlite_authorizer)
+    dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    deadline = time.monotonic() + timeout_s
+    dbapi_connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
 
 
 def _sqlite_authorizer(action: int, arg1: Any, arg2: Any, _db: Any, _source: Any) -> int:
@@ -100,12 +104,6 @@ def _sqlite_authorizer(action: int, arg1: Any, arg2: Any, _db: Any, _source: Any
     if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in SQLITE_DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
-
-
-def sqlite_deadline(dbapi_connection: Any, timeout_s: float) -> None:
-    """SQLite has no statement timeout: its progress handler ends the query at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    dbapi_connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
 
 
 def _duckdb(spec: ConnectionSpec) -> Engine:
@@ -117,6 +115,11 @@ def _duckdb(spec: ConnectionSpec) -> Engine:
 
     @event.listens_for(engine, "connect")
     def lock_down(dbapi_connection: Any, _record: Any) -> None:
+        # Connections to one file share its database, whose configuration stays locked
+        # while any of them is open: a second connection finds it locked already.
+        locked = "SELECT current_setting('lock_configuration')"
+        if dbapi_connection.execute(locked).fetchone()[0]:
+            return
         for setting in ("enable_external_access = false", "lock_configuration = true"):
             dbapi_connection.execute(f"SET {setting}")
 

@@ -7,11 +7,13 @@ statement timeout does not bound a stream's later fetches).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import re
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.errors import BotError
 from bot.sql.config import ConnectionSpec
-from bot.sql.engines import interrupter, sqlite_deadline
+from bot.sql.engines import interrupter, sqlite_for_query
 
 BATCH_ROWS = 2_000
 # `:name` is a bind parameter to text(), even inside a string literal; the model's SQL has
@@ -168,13 +170,16 @@ class _ThreadSource:
     async def open(cls, engine: Engine, statement: Any, spec: ConnectionSpec) -> _ThreadSource:
         pool = ThreadPoolExecutor(1, thread_name_prefix=f"sql-{spec.name}")
         loop = asyncio.get_running_loop()
+        stops: list[Callable[[], None]] = []  # how to interrupt the statement once it runs
 
         def start() -> tuple[Any, Any, Any]:
             conn = engine.connect()
             try:
                 raw = conn.connection.dbapi_connection
-                if spec.family == "sqlite":
-                    sqlite_deadline(raw, spec.timeout_s)
+                if (stop := interrupter(spec.family, raw)) is not None:
+                    stops.append(stop)
+                if isinstance(raw, sqlite3.Connection):
+                    sqlite_for_query(raw, spec.timeout_s)
                 conn.begin()
                 options = {"yield_per": BATCH_ROWS}
                 return conn, conn.execution_options(**options).execute(statement), raw
@@ -184,6 +189,12 @@ class _ThreadSource:
 
         try:
             conn, result, raw = await _on(loop, pool, start)
+        except asyncio.CancelledError:
+            for stop in stops:  # the timeout, while the statement runs on the thread
+                with contextlib.suppress(Exception):
+                    stop()
+            pool.shutdown(wait=False)
+            raise
         except BaseException:
             pool.shutdown(wait=False)
             raise
