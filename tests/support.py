@@ -18,6 +18,7 @@ from bot.run_events import Event, RunFailed, RunFinished, ToolCallFinished, Tool
 from bot.sandbox.local import LocalProvider
 from bot.settings import Settings
 from bot.settings.sandbox import DEFAULT_UID_BASE
+from bot.sql.config import Scope
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.buddy import FakeBuddy
 
@@ -51,8 +52,11 @@ def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
-def runtime_for(base_url: str, root: Path, **overrides: Any) -> Runtime:
-    return Runtime.from_settings(settings_for(base_url, root, **overrides))
+def runtime_for(
+    base_url: str, root: Path, *, scope: Scope | None = None, **overrides: Any
+) -> Runtime:
+    """`scope`: which SQL connections a session may use (none by default)."""
+    return Runtime.from_settings(settings_for(base_url, root, **overrides), scope=scope)
 
 
 def buddy_settings(api_url: str) -> dict[str, Any]:
@@ -69,18 +73,19 @@ def buddy_settings(api_url: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def runtime_on(
-    backend: str, model_url: str, root: Path, **overrides: Any
+    backend: str, model_url: str, root: Path, *, scope: Scope | None = None, **overrides: Any
 ) -> AsyncIterator[Runtime]:
     """A runtime on the local backend, or on the Buddy backend against a fake Buddy."""
     if backend == "local":
-        runtime = runtime_for(model_url, root, **overrides)
+        runtime = runtime_for(model_url, root, scope=scope, **overrides)
         try:
             yield runtime
         finally:
             await runtime.close()
         return
     async with FakeBuddy(root, boot_delay_s=0.05) as fake:
-        runtime = runtime_for(model_url, root, **buddy_settings(fake.base_url), **overrides)
+        settings = {**buddy_settings(fake.base_url), **overrides}
+        runtime = runtime_for(model_url, root, scope=scope, **settings)
         try:
             yield runtime
         finally:

@@ -145,6 +145,11 @@ class SqlDesk:
             return SqlAnswer(text, True, "timeout", text, loop.time() - started)
         except QueryFailed as exc:
             text = f"The database refused the query: {exc}"
+            if exc.lost:
+                text = (
+                    f"The connection to {spec.name} was lost while the query ran, and no "
+                    f"file was kept ({exc}). The next query connects again."
+                )
             return SqlAnswer(text, True, "error", text, loop.time() - started)
         took = loop.time() - started
         if error:

@@ -36,6 +36,13 @@ BIND = re.compile(r"(?<![:\w\\]):(?=\w)")
 class QueryFailed(BotError):
     """The database refused or lost the query; the message says why, without secrets."""
 
+    def __init__(self, message: str, *, lost: bool = False) -> None:
+        super().__init__(message)
+        self.lost = lost  # the connection went away (the server stopped, the network)
+
+
+LOST = ("connection is closed", "connection was closed", "connection refused", "terminating")
+
 
 @dataclass
 class QueryResult:
@@ -65,7 +72,7 @@ async def open_query(spec: ConnectionSpec, engine: AsyncEngine | Engine, sql: st
         else:
             source = await _ThreadSource.open(engine, statement, spec)
     except Exception as exc:  # the database's boundary: whatever it raised, said in a line
-        raise QueryFailed(describe(exc)) from None
+        raise QueryFailed(describe(exc), lost=connection_lost(exc)) from None
     return QueryStream(spec, source, started)
 
 
@@ -229,6 +236,15 @@ async def _on(
 ) -> Any:
     """`fn` on the query's thread; cancelled, the thread is interrupted by `close`."""
     return await loop.run_in_executor(pool, fn, *args)
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the connection went away, rather than the query being refused."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, OSError):
+        return True
+    return any(words in str(exc).lower() for words in LOST)
 
 
 def describe(exc: BaseException) -> str:
