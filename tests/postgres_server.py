@@ -162,6 +162,14 @@ class PostgresServer:
             raise RuntimeError(err.decode())
         return out.decode().strip()
 
+    async def until(self, sql: str, expected: str, timeout: float = 30) -> None:
+        """Poll `sql` (server state: nothing to wait on) until it answers `expected`."""
+        async with asyncio.timeout(timeout):
+            while True:
+                if await self.psql(sql) == expected:
+                    return
+                await asyncio.sleep(0.05)
+
     def log_tail(self) -> str:
         log = self.folder / "log"
         return log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"

@@ -106,7 +106,7 @@ def test_a_bad_entry_is_one_line_naming_connection_and_field(
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="CONNECTIONS_FILE .*nope.toml"):
+    with pytest.raises(ConfigError, match=r"CONNECTIONS_FILE .*nope\.toml"):
         load_connections(tmp_path / "nope.toml", {})
 
 

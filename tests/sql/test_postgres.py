@@ -175,8 +175,7 @@ async def test_pg_sleep_ends_at_the_timeout(
     assert "timeout" in outcome.content or "limit" in outcome.content, outcome.content
     # Nothing is left running on the server.
     running = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%'"
-    while await pg.psql(running + " AND pid <> pg_backend_pid()") != "0":
-        await asyncio.sleep(0.05)
+    await pg.until(running + " AND pid <> pg_backend_pid()", "0")
 
 
 async def test_a_huge_cross_join_stops_at_the_row_cap_with_memory_flat(
@@ -213,8 +212,7 @@ async def test_a_server_gone_mid_query_is_said_and_the_next_query_reconnects(
     box = toolbox(sandbox, dbs)
     query = asyncio.create_task(run_sql(box, "SELECT pg_sleep(20)"))
     running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(20)'"
-    while await pg.psql(running) != "1":
-        await asyncio.sleep(0.05)
+    await pg.until(running, "1")
     await pg.stop("immediate")
     outcome = await query
     assert outcome.is_error and outcome.status == "error", outcome.content
