@@ -8,6 +8,7 @@ other tools Markdown notes. The notebook is plain JSON: the bot needs no nbforma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -161,6 +162,11 @@ class _Book:
         given = self._transcript.inputs.get(call.call_id, {})
         if call.tool == "check_command" and given.get("command_id") in self._started:
             return
+        if call.tool == "run_sql" and call.status == "ok":
+            self.markdown(f"_Step: a query, {call.excerpt}_", cell_id + "-query")
+            self.code(query_cell(given), cell_id, [], executed=False, metadata={"bot": {
+                "call_id": call.call_id, "status": call.status}})  # fmt: skip
+            return
         if call.tool != "run_code" or call.language not in ("python", *MAGICS):
             self.markdown(_tool_note(call, self._transcript.output(call.call_id)), cell_id)
             return
@@ -180,6 +186,35 @@ class _Book:
         if detached:
             status["detached"] = True
         self.code(magic + call.code, cell_id, outputs, metadata={"bot": status})
+
+
+def url_variable(connection: str) -> str:
+    """The environment variable a notebook reads a connection's URL from."""
+    return "SQL_URL_" + re.sub(r"[^A-Za-z0-9]", "_", connection).upper()
+
+
+def query_cell(given: Mapping[str, Any]) -> str:
+    """A cell that reruns a query into the file it became. The URL, password and all, comes
+    from the environment of whoever runs it: never from the notebook."""
+    connection, save_as = str(given.get("connection", "")), str(given.get("save_as", "query"))
+    path = f"{WORK_DIR}/queries/{save_as}.csv"
+    return "\n".join(
+        [
+            f"# Rerun the query on the connection {connection!r}. Set {url_variable(connection)}",
+            "# to its SQLAlchemy URL (with the password) before running this cell.",
+            "import csv, os, pathlib",
+            "import sqlalchemy",
+            "",
+            f"QUERY = {str(given.get('sql', ''))!r}",
+            f"engine = sqlalchemy.create_engine(os.environ[{url_variable(connection)!r}])",
+            f"pathlib.Path({path!r}).parent.mkdir(parents=True, exist_ok=True)",
+            f"with engine.connect() as conn, open({path!r}, 'w', newline='') as out:",
+            "    result = conn.exec_driver_sql(QUERY)",
+            "    writer = csv.writer(out)",
+            "    writer.writerow(result.keys())",
+            "    writer.writerows(result)",
+        ]
+    )
 
 
 def _image_note(alt: str) -> str:

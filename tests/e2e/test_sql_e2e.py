@@ -11,11 +11,15 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from bot.sessions.notebook_store import thread_notebook
+from bot.store.sqlite import SqliteStore
 from tests.agent.test_agent_loop import run_python
 from tests.fakes.anthropic import Reply, text, tool_use
 from tests.postgres_server import ANALYST_PASSWORD, PostgresServer, postgres_server
+from tests.slack.test_slack_show_work import modal_text, open_show_work, with_button
 from tests.slack_harness import CHANNEL, Harness, running_bot
 from tests.sql.connections import PASSWORD_ENV, population_rows, postgres_entry, write_connections
 
@@ -63,7 +67,9 @@ def analyst(req):
         return Reply([tool_use("run_sql", args)])
     if req.turn == 2:
         return Reply([run_python(CELL)])
-    return Reply([text("Growth 2000–2020:\n" + req.tool_results()[-1].text)])
+    india = next(v for n, c, y, v in population_rows() if c == "IND" and y == 2020)
+    said = f"India had {india:,} people in 2020. Growth 2000–2020:\n"
+    return Reply([text(said + req.tool_results()[-1].text)])
 
 
 @pytest.fixture
@@ -75,6 +81,17 @@ async def pg() -> AsyncIterator[PostgresServer]:
 def connections_file(pg: PostgresServer, folder: Path, monkeypatch) -> Path:
     monkeypatch.setenv(PASSWORD_ENV, ANALYST_PASSWORD)
     return write_connections(folder, postgres_entry(pg, channels=[CHANNEL]))
+
+
+async def exported_notebook(path: Path, key: str) -> dict:
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        book = await thread_notebook(store, key)
+    finally:
+        await store.close()
+    nbformat.validate(nbformat.from_dict(book))
+    return book
 
 
 def everything_sent(h: Harness) -> str:
@@ -97,6 +114,9 @@ async def test_a_question_is_answered_from_postgres(
         await h.wait_for_text(thread, "Growth 2000–2020")
         said = h.texts(thread)
         store = h.settings.store_path
+        await h.slack.wait_for(lambda: with_button(h, thread, "show_work"), 30)
+        [answer] = with_button(h, thread, "show_work")
+        shown = modal_text(await open_show_work(h, answer))
 
     for name, growth in expected_growth().items():
         assert f"{name}: {growth:,}" in said, said
@@ -119,8 +139,16 @@ async def test_a_question_is_answered_from_postgres(
     assert (tool, language, status) == ("run_sql", "sql", "ok")
     assert code == f"-- warehouse → queries/growth.csv\n{GROWTH_SQL}"
     assert excerpt == "3 rows from warehouse → queries/growth.csv"
-    # The password is nowhere on the wire, nor in the store.
-    assert ANALYST_PASSWORD not in everything_sent(h)
+    # Show work names the query as the step of the figure it printed, with its rows.
+    assert "*Step 2* · `sql`" in shown and "FILTER (WHERE year = 2020)" in shown, shown
+    assert "3 rows from warehouse → queries/growth.csv" in shown
+    # The notebook reruns the query from a URL in the environment, then the cell using it.
+    book = await exported_notebook(store, f"{h.slack.team_id}:{CHANNEL}:{thread}")
+    sources = ["".join(c["source"]) for c in book["cells"] if c["cell_type"] == "code"]
+    assert "os.environ['SQL_URL_WAREHOUSE']" in sources[1] and GROWTH_SQL in sources[1]
+    assert "queries/growth.csv" in sources[2]
+    # The password is nowhere on the wire, in the store or the notebook.
+    assert ANALYST_PASSWORD not in everything_sent(h) + json.dumps(book)
     assert ANALYST_PASSWORD.encode() not in stored
 
 

@@ -69,6 +69,8 @@ def step_blocks(step: int, call: ToolCallRecord | None) -> list[dict[str, Any]]:
     blocks = [{"type": "divider"}, section(f"*{wording.step_label(step)}*{what}")]
     if call is not None and call.code.strip():
         blocks.append(section(code_block(call.code, CODE_MAX)))
+    if call is not None and call.tool == "run_sql" and call.excerpt:
+        blocks.append(section(f"_{escape(call.excerpt)}_"))  # the rows, connection and file
     return blocks
 
 
