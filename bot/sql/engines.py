@@ -64,6 +64,8 @@ def sync_engine(spec: ConnectionSpec) -> Engine:
     if spec.family == "duckdb":
         return _duckdb(spec)
     url, connect_args = spec.url, _session_limits(spec)
+    if url.drivername == "mysql":
+        url = url.set(drivername="mysql+pymysql")  # the driver the extra installs
     if spec.family == "bigquery" and spec.max_bytes_billed:
         url = url.update_query_dict({"maximum_bytes_billed": str(spec.max_bytes_billed)})
     return create_engine(url, poolclass=NullPool, hide_parameters=True, connect_args=connect_args)
