@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.clip import clip
 from bot.sandbox.base import WORK_DIR, Sandbox
+from bot.scrub import NO_SECRETS, Scrubber
 from bot.sql.config import ConnectionSpec
 from bot.sql.databases import Databases
 from bot.sql.query import QueryFailed, QueryResult, describe
@@ -62,8 +63,13 @@ class SqlAnswer:
 class SqlDesk:
     """The SQL tools of one session: the connections its channel may use."""
 
-    def __init__(self, databases: Databases, allowed: Sequence[str]) -> None:
+    def __init__(
+        self, databases: Databases, allowed: Sequence[str], scrubber: Scrubber = NO_SECRETS
+    ) -> None:
+        """`scrubber` cleans the rows on their way into the sandbox: a credential that a
+        table happens to hold stays out of it too."""
         self._databases = databases
+        self._scrubber = scrubber
         self._allowed = tuple(n for n in allowed if n in databases.connections.specs)
 
     @property
@@ -162,7 +168,7 @@ class SqlDesk:
     async def _stream(self, parsed: RunSql, sandbox: Sandbox, path: str) -> tuple[QueryResult, str]:
         try:
             async with self._databases.query(parsed.connection, parsed.sql) as query:
-                await sandbox.upload(path, query.csv())
+                await sandbox.upload(path, _scrubbed(query.csv(), self._scrubber))
                 return query.result, query.error
         except BaseException:
             await _remove(sandbox, path)
@@ -210,6 +216,19 @@ def _excerpt(parsed: RunSql, result: QueryResult, path: str) -> str:
     capped = " (capped)" if result.capped else ""
     name = path.rsplit("/", 1)[-1]
     return f"{result.rows:,} rows{capped} from {parsed.connection} → queries/{name}"
+
+
+async def _scrubbed(chunks: AsyncIterator[bytes], scrubber: Scrubber) -> AsyncIterator[bytes]:
+    if not scrubber.has_secrets:
+        async for chunk in chunks:
+            yield chunk
+        return
+    stream = scrubber.stream()
+    async for chunk in chunks:
+        if clean := stream.feed(chunk):
+            yield clean
+    if tail := stream.end():
+        yield tail
 
 
 async def _remove(sandbox: Sandbox, path: str) -> None:

@@ -108,7 +108,11 @@ class SessionFactory:
             default_wait_s=s.command_wait_s,
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
-            sql=SqlDesk(self.databases, self._scope.allowed(self.databases.connections, key)),
+            sql=SqlDesk(
+                self.databases,
+                self._scope.allowed(self.databases.connections, key),
+                self.scrubber,
+            ),
         )
         return Agent(
             self._client,

@@ -58,7 +58,7 @@ def toolbox(sandbox: Sandbox, dbs: Databases) -> Toolbox:
         max_timeout_s=20,
         output_chars=8000,
         scrubber=Scrubber(dbs.connections.secrets()),
-        sql=SqlDesk(dbs, ["warehouse"]),
+        sql=SqlDesk(dbs, ["warehouse"], Scrubber(dbs.connections.secrets())),
     )
 
 
@@ -222,3 +222,23 @@ async def test_a_server_gone_mid_query_is_said_and_the_next_query_reconnects(
     await dbs.close()
     assert again.status == "ok", again.content
     assert "rows: 1" in again.content and "795" in again.content
+
+
+async def test_a_credential_a_table_holds_is_scrubbed_from_result_and_file(
+    pg: PostgresServer, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The scrubber knows the connection's password: rows that hold it (here made by the
+    query itself, which does not spell it whole) reach neither the model nor the sandbox."""
+    dbs = databases(pg, tmp_path)
+    half = len(ANALYST_PASSWORD) // 2
+    sql = (
+        f"SELECT 'key=' || '{ANALYST_PASSWORD[:half]}' || '{ANALYST_PASSWORD[half:]}' AS s"
+        " FROM generate_series(1, 5000)"
+    )
+    outcome = await run_sql(toolbox(sandbox, dbs), sql, "leak")
+    await dbs.close()
+    assert outcome.status == "ok", outcome.content
+    saved = await sandbox_file(sandbox, "/buddy/work/queries/leak.csv")
+    assert ANALYST_PASSWORD not in outcome.content + saved
+    assert "key=[redacted]" in outcome.content
+    assert saved.count("key=[redacted]") == 5000
