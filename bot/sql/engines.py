@@ -15,6 +15,7 @@ their own per query (`query`).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
@@ -55,6 +56,20 @@ def async_engine(spec: ConnectionSpec) -> AsyncEngine:
         hide_parameters=True,
         connect_args={"server_settings": settings, "timeout": min(spec.timeout_s, 15)},
     )
+
+
+async def begin_read_only(engine: AsyncEngine, spec: ConnectionSpec) -> tuple[Any, Any]:
+    """A fresh connection in a read-only transaction the bot opened, with the statement
+    timeout set inside it: (connection, transaction). Closed again if that fails."""
+    conn = await engine.connect()
+    try:
+        await conn.execution_options(postgresql_readonly=True)
+        transaction = await conn.begin()
+        await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {int(spec.timeout_s * 1000)}")
+    except BaseException:
+        await asyncio.shield(conn.close())
+        raise
+    return conn, transaction
 
 
 def sync_engine(spec: ConnectionSpec) -> Engine:

@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.errors import BotError
 from bot.sql.config import ConnectionSpec
-from bot.sql.engines import interrupter, sqlite_for_query
+from bot.sql.copy_out import CopySource, CsvCaps, copy_of
+from bot.sql.engines import begin_read_only, interrupter, sqlite_for_query
 
 BATCH_ROWS = 2_000
 # `:name` is a bind parameter to text(), even inside a string literal; the model's SQL has
@@ -67,6 +68,9 @@ async def open_query(spec: ConnectionSpec, engine: AsyncEngine | Engine, sql: st
     statement = text(BIND.sub(r"\\:", sql))
     started = time.monotonic()
     try:
+        if isinstance(engine, AsyncEngine) and (inner := copy_of(sql)) is not None:
+            copied = await CopySource.open(engine, inner, spec)
+            return QueryStream(spec, copied, started)
         if isinstance(engine, AsyncEngine):
             source: _Source = await _AsyncSource.open(engine, statement, spec)
         else:
@@ -79,22 +83,50 @@ async def open_query(spec: ConnectionSpec, engine: AsyncEngine | Engine, sql: st
 class QueryStream:
     """The rows of an opened query as CSV bytes; `result` is whole once they are read."""
 
-    def __init__(self, spec: ConnectionSpec, source: _Source, started: float) -> None:
+    def __init__(self, spec: ConnectionSpec, source: _Source | CopySource, started: float) -> None:
         self._spec = spec
         self._source = source
         self._started = started
-        self.result = QueryResult(columns=list(source.columns))
+        columns = [] if isinstance(source, CopySource) else list(source.columns)
+        self.result = QueryResult(columns=columns)
         self.error: str = ""  # what cut the stream short, if the database did
 
     async def csv(self) -> AsyncIterator[bytes]:
-        """The header, then a chunk per batch, until the rows, a cap or an error end it."""
+        """The header, then the rows in chunks, until they, a cap or an error end."""
+        if isinstance(self._source, CopySource):
+            chunks = self._copied(self._source)
+        else:
+            chunks = self._written(self._source)
+        async for chunk in chunks:
+            yield chunk
+        self.result.duration_s = time.monotonic() - self._started
+
+    async def _copied(self, source: CopySource) -> AsyncIterator[bytes]:
+        """The server's CSV, through the caps."""
+        caps = CsvCaps(self._spec.max_rows, self._spec.max_bytes)
+        try:
+            async for chunk in source.chunks():
+                if kept := caps.take(chunk):
+                    yield kept
+                if caps.capped:
+                    break
+            if tail := caps.rest():
+                yield tail
+        except Exception as exc:  # the database's boundary, as below
+            self.error = describe(exc)
+        result = self.result
+        result.rows, result.bytes, result.capped = max(0, caps.records - 1), caps.bytes, caps.capped
+        result.columns, result.preview = caps.table(self._spec.preview_rows)
+
+    async def _written(self, source: _Source) -> AsyncIterator[bytes]:
+        """Rows fetched in batches, written as CSV here."""
         result, spec = self.result, self._spec
         out, buffer = _writer()
         out.writerow(result.columns)
         while True:
             want = min(BATCH_ROWS, spec.max_rows - result.rows + 1)
             try:
-                batch = await self._source.fetch(want)
+                batch = await source.fetch(want)
             except Exception as exc:  # as above; the file so far is removed by the caller
                 self.error = describe(exc)
                 break
@@ -120,7 +152,6 @@ class QueryStream:
         if tail := buffer.getvalue().encode():  # only the header, for an empty result
             result.bytes += len(tail)
             yield tail
-        result.duration_s = time.monotonic() - self._started
 
     async def close(self) -> None:
         """End the transaction (always a rollback) and the connection."""
@@ -141,12 +172,8 @@ class _AsyncSource:
 
     @classmethod
     async def open(cls, engine: AsyncEngine, statement: Any, spec: ConnectionSpec) -> _AsyncSource:
-        conn = await engine.connect()
+        conn, transaction = await begin_read_only(engine, spec)
         try:
-            await conn.execution_options(postgresql_readonly=True)
-            transaction = await conn.begin()
-            ms = int(spec.timeout_s * 1000)
-            await conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
             result = await conn.stream(statement, execution_options={"yield_per": BATCH_ROWS})
         except BaseException:
             await asyncio.shield(conn.close())

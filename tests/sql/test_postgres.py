@@ -211,7 +211,10 @@ async def test_a_server_gone_mid_query_is_said_and_the_next_query_reconnects(
     dbs = databases(pg, tmp_path, timeout_s=30)
     box = toolbox(sandbox, dbs)
     query = asyncio.create_task(run_sql(box, "SELECT pg_sleep(20)"))
-    running = "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(20)'"
+    running = (
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(20)%'"
+        " AND pid <> pg_backend_pid()"
+    )
     await pg.until(running, "1")
     await pg.stop("immediate")
     outcome = await query
@@ -242,3 +245,22 @@ async def test_a_credential_a_table_holds_is_scrubbed_from_result_and_file(
     assert ANALYST_PASSWORD not in outcome.content + saved
     assert "key=[redacted]" in outcome.content
     assert saved.count("key=[redacted]") == 5000
+
+
+async def test_the_row_cap_is_exact_with_newlines_and_quotes_in_fields(
+    pg: PostgresServer, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    dbs = databases(pg, tmp_path, max_rows=10)
+    box = toolbox(sandbox, dbs)
+    sql = "SELECT g, E'line\\nbreak \"q\", done' AS s FROM generate_series(1, {n}) g"
+    exact = await run_sql(box, sql.format(n=10), "exact")
+    over = await run_sql(box, sql.format(n=11), "over")
+    await dbs.close()
+    assert "rows: 10" in exact.content and "capped: no" in exact.content, exact.content
+    assert "rows: 10" in over.content and "capped: yes" in over.content, over.content
+    for name in ("exact", "over"):
+        saved = await sandbox_file(sandbox, f"/buddy/work/queries/{name}.csv")
+        rows = list(csv.reader(io.StringIO(saved)))
+        assert rows[0] == ["g", "s"] and len(rows) == 11
+        assert rows[10] == ["10", 'line\nbreak "q", done']
+    assert "columns: g, s" in exact.content
