@@ -11,11 +11,13 @@ from bot.monitoring.metrics import Metrics
 from bot.store.base import (
     FeedbackRecord,
     FileRecord,
+    FiringRecord,
     NotFound,
     Pruned,
     Queued,
     RunOutcome,
     RunRecord,
+    ScheduleRecord,
     SessionRecord,
     Store,
     StoreError,
@@ -192,3 +194,30 @@ class MeteredStore:
         self, key: str, grant_id: str, usd: float, *, token: int | None = None
     ) -> bool:
         return await self._call(self._store.grant_once(key, grant_id, usd, token=token))
+
+    # -- ScheduleStore --
+    async def save_schedule(self, record: ScheduleRecord) -> None:
+        await self._call(self._store.save_schedule(record))
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        return await self._call(self._store.get_schedule(schedule_id))
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await self._call(self._store.list_schedules())
+
+    async def update_schedule(self, schedule_id: str, **fields: Any) -> None:
+        await self._call(self._store.update_schedule(schedule_id, **fields))
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._call(self._store.delete_schedule(schedule_id))
+
+    async def claim_firing(self, schedule_id: str, fire_at: float, by: str, at: float) -> bool:
+        return await self._call(self._store.claim_firing(schedule_id, fire_at, by, at))
+
+    async def end_firing(
+        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+    ) -> int:
+        return await self._call(self._store.end_firing(schedule_id, fire_at, outcome, run_id))
+
+    async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
+        return await self._call(self._store.firings(schedule_id, limit))

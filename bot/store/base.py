@@ -151,6 +151,41 @@ class Pruned:
         )
 
 
+ScheduleState = Literal["active", "paused"]
+SCHEDULE_STATES: tuple[ScheduleState, ...] = ("active", "paused")
+# The schedule fields `update_schedule` may change; the rest are fixed when it is made.
+SCHEDULE_UPDATABLE = frozenset({"state", "paused_why", "cron", "zone", "question"})
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """A question rerun in a thread on a cron schedule, in its owner's time zone."""
+
+    id: str
+    key: str  # the thread it posts in (opaque, as a session's key)
+    owner: str  # who confirmed it
+    cron: str  # five fields
+    zone: str  # IANA
+    question: str
+    created_at: float
+    state: ScheduleState = "active"
+    paused_why: str = ""
+    last_fire_at: float | None = None  # the newest firing claimed (its due time); by claims
+    failures: int = 0  # firings failed in a row; by end_firing
+
+
+@dataclass(frozen=True)
+class FiringRecord:
+    """One firing of a schedule: claimed once, by one replica, for one due time."""
+
+    schedule_id: str
+    fire_at: float  # the due time, Unix time (UTC)
+    claimed_by: str
+    claimed_at: float
+    outcome: str = ""  # "" while it goes; then a RunOutcome, or "skipped"
+    run_id: str = ""
+
+
 class SessionStore(Protocol):
     """A thread's session: its record, its conversation."""
 
@@ -356,8 +391,49 @@ class UpkeepStore(Protocol):
         ...
 
 
+class ScheduleStore(Protocol):
+    """Schedules, and their firings, each claimed exactly once across replicas."""
+
+    async def save_schedule(self, record: ScheduleRecord) -> None:
+        """Insert or replace the schedule (its firings are kept)."""
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None: ...
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, the oldest first."""
+        ...
+
+    async def update_schedule(self, schedule_id: str, **fields: Any) -> None:
+        """Change some of SCHEDULE_UPDATABLE; NotFound if there is no such schedule."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Remove the schedule with its firings (nothing when it is gone already)."""
+        ...
+
+    async def claim_firing(self, schedule_id: str, fire_at: float, by: str, at: float) -> bool:
+        """Claim the firing due at `fire_at`: True for exactly one caller, however many
+        replicas race (and False for a schedule that is gone). The schedule's
+        `last_fire_at` becomes `fire_at` if that is newer."""
+        ...
+
+    async def end_firing(
+        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+    ) -> int:
+        """Record how a firing ended; returns the schedule's failures in a row after it
+        (a finished firing sets it to 0, a failed one adds 1)."""
+        ...
+
+    async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
+        """The schedule's latest firings, the newest first."""
+        ...
+
+
 @runtime_checkable
-class Store(SessionStore, FileStore, RunStore, CoordinationStore, UpkeepStore, Protocol):
+class Store(
+    SessionStore, FileStore, RunStore, CoordinationStore, UpkeepStore, ScheduleStore, Protocol
+):
     """Durable session state. Writes naming a session or run that does not exist raise NotFound.
 
     Fencing: the writes a thread's owner makes for it take a `token` from `fence`. A token

@@ -24,9 +24,14 @@
                               sandbox, by last activity (what the reaper reads)
     {p}session_runs:{key}     sorted set: the session's run ids by start
     {p}runs:ended             sorted set: ended run ids by end time (retention)
+    {p}schedules              sorted set: every schedule id by creation time
+    {p}schedule:{id}          hash: the schedule's fields, JSON-encoded
+    {p}firings:{id}           hash: its firings by due time (repr of the float), JSON each
+    {p}firing_times:{id}      sorted set: the same due times, by time (newest first reads)
 
 A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
 abandoned expires by itself; retention (Store.prune) deletes what is done before that.
+A schedule's keys carry no TTL: a schedule lasts until it is deleted.
 The store-wide keys (SHARED) have none. Redis Cluster is not supported (the scripts touch
 keys of several sessions and the global counters).
 """
@@ -85,8 +90,21 @@ class Keys:
         """The store-wide keys: never given a TTL."""
         return (
             self.schema, self.sessions, self.in_flight, self.queue_ids, self.turn_ids,
-            self.spend, self.activity, self.sandboxed, self.ended,
+            self.spend, self.activity, self.sandboxed, self.ended, self.schedules,
         )  # fmt: skip
+
+    @property
+    def schedules(self) -> str:
+        return f"{self.prefix}schedules"
+
+    def schedule(self, schedule_id: str) -> str:
+        return f"{self.prefix}schedule:{schedule_id}"
+
+    def firings(self, schedule_id: str) -> str:
+        return f"{self.prefix}firings:{schedule_id}"
+
+    def firing_times(self, schedule_id: str) -> str:
+        return f"{self.prefix}firing_times:{schedule_id}"
 
     def session_runs(self, key: str) -> str:
         return f"{self.prefix}session_runs:{key}"

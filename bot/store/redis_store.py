@@ -23,22 +23,26 @@ import bot.store.redis_prune as upkeep
 import bot.store.redis_scripts as lua
 from bot.store.base import (
     RUN_OUTCOMES,
+    SCHEDULE_STATES,
     SESSION_STATES,
     FeedbackRecord,
     Fenced,
     FileRecord,
+    FiringRecord,
     NotFound,
     Pruned,
     Queued,
     RunOutcome,
     RunRecord,
+    ScheduleRecord,
     SessionRecord,
     StoreError,
     ToolCallRecord,
 )
 from bot.store.redis_connect import connect
 from bot.store.redis_keys import DEFAULT_PREFIX, Keys
-from bot.store.values import check, check_update, prompt_tokens, text
+from bot.store.redis_schedules import RedisSchedules
+from bot.store.values import check, check_schedule_update, check_update, prompt_tokens, text
 
 
 class RedisStore:
@@ -51,6 +55,7 @@ class RedisStore:
         self.ttl_s = int(ttl_s)
         self._redis: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
+        self._schedule_calls: RedisSchedules | None = None
 
     async def open(self) -> None:
         if self._redis is not None:
@@ -63,6 +68,7 @@ class RedisStore:
         for name, body in upkeep.SCRIPTS.items():
             self._scripts[name] = client.register_script(lua.around(body, self.keys, self.ttl_s))
         self._redis = client
+        self._schedule_calls = RedisSchedules(client, self.keys)
 
     async def close(self) -> None:
         client, self._redis = self._redis, None
@@ -287,6 +293,50 @@ class RedisStore:
 
     async def vacuum(self) -> None:
         pass  # Redis gives back the memory of deleted keys itself
+
+    # Schedules.
+
+    async def save_schedule(self, record: ScheduleRecord) -> None:
+        check(record.state, SCHEDULE_STATES)
+        with self._errors():
+            await self._schedules.save(record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        with self._errors():
+            return await self._schedules.get(schedule_id)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        with self._errors():
+            return await self._schedules.all()
+
+    async def update_schedule(self, schedule_id: str, **fields: Any) -> None:
+        check_schedule_update(fields)
+        with self._errors():
+            await self._schedules.update(schedule_id, fields)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        with self._errors():
+            await self._schedules.delete(schedule_id)
+
+    async def claim_firing(self, schedule_id: str, fire_at: float, by: str, at: float) -> bool:
+        with self._errors():
+            return await self._schedules.claim(schedule_id, fire_at, by, at)
+
+    async def end_firing(
+        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+    ) -> int:
+        with self._errors():
+            return await self._schedules.end(schedule_id, fire_at, outcome, run_id)
+
+    async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
+        with self._errors():
+            return await self._schedules.firings(schedule_id, limit)
+
+    @property
+    def _schedules(self) -> RedisSchedules:
+        if self._schedule_calls is None:
+            raise StoreError("the store is not open")
+        return self._schedule_calls
 
     # Plumbing.
 

@@ -13,21 +13,25 @@ from typing import Any, TypeVar
 
 import bot.store.sqlite_prune as upkeep
 import bot.store.sqlite_rows as rows
+import bot.store.sqlite_schedules as schedules
 from bot.store.base import (
     RUN_OUTCOMES,
+    SCHEDULE_STATES,
     SESSION_STATES,
     FeedbackRecord,
     FileRecord,
+    FiringRecord,
     Pruned,
     Queued,
     RunOutcome,
     RunRecord,
+    ScheduleRecord,
     SessionRecord,
     StoreError,
     ToolCallRecord,
 )
 from bot.store.sqlite_schema import BUSY_TIMEOUT_MS, connect, migrate, transaction
-from bot.store.values import check, check_update
+from bot.store.values import check, check_schedule_update, check_update
 
 T = TypeVar("T")
 
@@ -234,6 +238,38 @@ class SqliteStore:
             self._conn.execute("PRAGMA optimize")  # keeps the query planner's statistics fresh
             self._conn.close()
             self._conn = None
+
+    # Schedules.
+
+    async def save_schedule(self, record: ScheduleRecord) -> None:
+        check(record.state, SCHEDULE_STATES)
+        await self._write(schedules.save_schedule, record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        return await self._read(schedules.get_schedule, schedule_id)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await self._read(schedules.list_schedules)
+
+    async def update_schedule(self, schedule_id: str, **fields: Any) -> None:
+        check_schedule_update(fields)
+        await self._write(schedules.update_schedule, schedule_id, fields)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._write(schedules.delete_schedule, schedule_id)
+
+    async def claim_firing(self, schedule_id: str, fire_at: float, by: str, at: float) -> bool:
+        return await self._write(schedules.claim_firing, schedule_id, fire_at, by, at)
+
+    async def end_firing(
+        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+    ) -> int:
+        return await self._write(schedules.end_firing, schedule_id, fire_at, outcome, run_id)
+
+    async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
+        return await self._read(schedules.firings, schedule_id, limit)
+
+    # Plumbing.
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._submit(functools.partial(self._call, fn, args, write=False))

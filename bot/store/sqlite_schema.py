@@ -189,6 +189,31 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions DROP COLUMN channel;
     ALTER TABLE sessions DROP COLUMN thread_ts;
     """,
+    # 16: schedules, and each firing claimed once by its (schedule, due time).
+    """
+    CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        cron TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        question TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        state TEXT NOT NULL,
+        paused_why TEXT NOT NULL DEFAULT '',
+        last_fire_at REAL,
+        failures INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE firings (
+        schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+        fire_at REAL NOT NULL,
+        claimed_by TEXT NOT NULL,
+        claimed_at REAL NOT NULL,
+        outcome TEXT NOT NULL DEFAULT '',
+        run_id TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (schedule_id, fire_at)
+    );
+    """,
 )
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.store.base import SESSION_STATES, SESSION_UPDATABLE
+from bot.store.base import (
+    SCHEDULE_STATES,
+    SCHEDULE_UPDATABLE,
+    SESSION_STATES,
+    SESSION_UPDATABLE,
+)
 
 
 def check(value: str, allowed: tuple[str, ...]) -> None:
@@ -24,6 +29,14 @@ def check_update(fields: dict[str, Any]) -> None:
         raise TypeError(f"update_session cannot change {sorted(unknown)}")
     if "state" in fields:
         check(fields["state"], SESSION_STATES)
+
+
+def check_schedule_update(fields: dict[str, Any]) -> None:
+    """The fields `update_schedule` was given: only SCHEDULE_UPDATABLE, and a known state."""
+    if unknown := set(fields) - SCHEDULE_UPDATABLE:
+        raise TypeError(f"update_schedule cannot change {sorted(unknown)}")
+    if "state" in fields:
+        check(fields["state"], SCHEDULE_STATES)
 
 
 PROMPT_KINDS = (
