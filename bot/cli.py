@@ -30,6 +30,7 @@ from bot.terminal.ask import KEY_PREFIX, ask
 from bot.terminal.connections import check_connections
 from bot.terminal.printable import printable
 from bot.terminal.prune import prune_store
+from bot.terminal.schedules import list_schedules
 
 
 def parser() -> argparse.ArgumentParser:
@@ -60,6 +61,8 @@ def parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "--vacuum", action="store_true", help="prune: then give the space back (SQLite VACUUM)"
     )
+    scheduled = commands.add_parser("schedules", help="list the stored schedules")
+    scheduled.add_argument("action", nargs="?", choices=["list"], default="list")
     checking = commands.add_parser("connections", help="check the SQL connections")
     checking.add_argument("action", nargs="?", choices=["check"], default="check")
     asking = commands.add_parser("ask", help="analyse data from the terminal")
@@ -111,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ask": lambda: ask(args),
             "sessions": lambda: sessions_command(args),
             "connections": lambda: check_connections(load_settings().connections_file),
+            "schedules": schedules_command,
         }
         return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
@@ -146,6 +150,15 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
         return f"prompt {prompt_tokens:,} tokens"
     share = 100 * prompt_tokens / window_tokens
     return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
+
+
+async def schedules_command() -> int:
+    store = build_store(load_settings())
+    await store.open()
+    try:
+        return await list_schedules(store)
+    finally:
+        await store.close()
 
 
 async def sessions_command(args: argparse.Namespace) -> int:

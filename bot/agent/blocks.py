@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from anthropic.types import Message
@@ -58,5 +59,7 @@ def started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
         )
     if name == "run_sql":
         return ToolCallStarted(call_id, name, "sql", sql_step(args))
+    if name == "schedule_run":  # its input whole, for the front end that shows the proposal
+        return ToolCallStarted(call_id, name, None, json.dumps(args, ensure_ascii=False))
     summary = ", ".join(f"{k}={v}" for k, v in args.items())
     return ToolCallStarted(call_id, name, None, summary)

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.kernel_state import RESTARTED_AS_ASKED, kernel_note
+from bot.agent.schedule_tool import DESCRIPTION as SCHEDULE_DESCRIPTION
+from bot.agent.schedule_tool import ScheduleRun, proposed
 from bot.agent.sql_tools import SQL_TOOLS, ListTables, RunSql, SqlAnswer, SqlDesk
 from bot.clip import clip, last_lines
 from bot.errors import BotError
@@ -142,8 +144,13 @@ class Toolbox:
         default_wait_s: int = 30,
         scrubber: Scrubber = NO_SECRETS,
         sql: SqlDesk | None = None,
+        schedule_min_interval_s: float | None = None,
     ) -> None:
+        """`sql`: the SQL tools, where the session may use a connection;
+        `schedule_min_interval_s`: offer `schedule_run`, with that minimum interval (None:
+        not offered, as where no one could confirm a schedule)."""
         self._sandbox = sandbox
+        self._schedule_min_s = schedule_min_interval_s
         self._sql = sql if sql is not None and sql.offered else None
         self._scrubber = scrubber
         self._default_timeout_s = default_timeout_s
@@ -163,14 +170,23 @@ class Toolbox:
     def definitions(self) -> list[dict[str, Any]]:
         """The tools this toolbox offers: the sandbox's, then SQL's where the session's
         channel may use a connection (the same list every turn, for the prompt cache)."""
-        return tool_definitions() + (self._sql.definitions() if self._sql else [])
+        tools = tool_definitions() + (self._sql.definitions() if self._sql else [])
+        if self._schedule_min_s is not None:
+            tools.append(
+                {"name": "schedule_run", "description": SCHEDULE_DESCRIPTION,
+                 "input_schema": _schema(ScheduleRun)}
+            )  # fmt: skip
+        return tools
 
     async def _call(self, name: str, raw_input: Any) -> ToolOutcome:
         if name in SQL_TOOLS and self._sql is not None:
             return await self._sql_call(self._sql, name, raw_input)
+        if name == "schedule_run" and self._schedule_min_s is not None:
+            return _schedule_call(raw_input, self._schedule_min_s)
         spec = TOOLS.get(name)
         if spec is None:
             names = [*TOOLS, *(SQL_TOOLS if self._sql else ())]
+            names += ["schedule_run"] if self._schedule_min_s is not None else []
             return _invalid(f"Unknown tool {name!r}. Available: {', '.join(names)}.")
         try:
             parsed = spec[0].model_validate(raw_input)
@@ -307,6 +323,15 @@ class Toolbox:
                 f"\n[… longer than {READ_FILE_MAX_BYTES:,} bytes; read the rest with run_code …]"
             )
         return ToolOutcome(text, False, "ok", excerpt=f"{len(data):,} bytes")
+
+
+def _schedule_call(raw_input: Any, min_interval_s: float) -> ToolOutcome:
+    try:
+        parsed = ScheduleRun.model_validate(raw_input)
+    except ValidationError as exc:
+        return _invalid(f"Invalid input for schedule_run: {_validation_summary(exc)}")
+    text, failed = proposed(parsed, min_interval_s)
+    return ToolOutcome(text, failed, "error" if failed else "ok", excerpt=text)
 
 
 def _from_sql(answer: SqlAnswer) -> ToolOutcome:

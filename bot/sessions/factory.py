@@ -108,6 +108,9 @@ class SessionFactory:
             default_wait_s=s.command_wait_s,
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
+            schedule_min_interval_s=(
+                s.schedule_min_interval_s if self._scope.place_of(key) is not None else None
+            ),
             sql=SqlDesk(
                 self.databases,
                 self._scope.allowed(self.databases.connections, key),

@@ -17,6 +17,7 @@ from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
 from bot.settings.model import DEFAULT_MODEL, ModelSettings
 from bot.settings.sandbox import SandboxSettings
+from bot.settings.schedules import ScheduleSettings
 from bot.settings.slack import SlackSettings
 from bot.settings.store import StoreSettings
 
@@ -33,6 +34,7 @@ class Settings(
     LimitSettings,
     StoreSettings,
     DataSettings,
+    ScheduleSettings,
     BaseSettings,
 ):
     model_config = SettingsConfigDict(

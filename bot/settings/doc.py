@@ -15,6 +15,7 @@ from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
 from bot.settings.model import ModelSettings
 from bot.settings.sandbox import SandboxSettings
+from bot.settings.schedules import ScheduleSettings
 from bot.settings.slack import SlackSettings
 from bot.settings.store import StoreSettings
 
@@ -25,6 +26,7 @@ GROUPS: list[tuple[str, type[BaseModel]]] = [
     ("Limits", LimitSettings),
     ("Store, replicas and monitoring", StoreSettings),
     ("SQL connections", DataSettings),
+    ("Scheduled analyses", ScheduleSettings),
 ]
 HEADER = """# Configuration
 

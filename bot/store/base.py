@@ -151,8 +151,9 @@ class Pruned:
         )
 
 
-ScheduleState = Literal["active", "paused"]
-SCHEDULE_STATES: tuple[ScheduleState, ...] = ("active", "paused")
+# proposed: shown with Confirm and Cancel, never fired; active: fires; paused: kept, not fired.
+ScheduleState = Literal["proposed", "active", "paused"]
+SCHEDULE_STATES: tuple[ScheduleState, ...] = ("proposed", "active", "paused")
 # The schedule fields `update_schedule` may change; the rest are fixed when it is made.
 SCHEDULE_UPDATABLE = frozenset({"state", "paused_why", "cron", "zone", "question"})
 

@@ -18,12 +18,15 @@ from bot.compose import Runtime, build_coordinator, build_store
 from bot.errors import ConfigError
 from bot.monitoring import Health, Metrics, MonitoringServer, SlackErrors, metered
 from bot.sandbox.base import SandboxProvider
+from bot.schedules.scheduler import Scheduler
 from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
 from bot.slack.listen.files import SlackFiles
 from bot.slack.listen.handlers import SlackListeners
 from bot.slack.listen.policy import Policy
+from bot.slack.listen.schedule_firings import SlackFirings
 from bot.slack.listen.startup import SlackSetupError, check_slack
+from bot.slack.render import schedule_blocks
 from bot.slack.render.block_kit import (
     CONTINUE_ACTION,
     FEEDBACK_ACTION,
@@ -36,6 +39,7 @@ from bot.slack.view.agent_sessions import AgentSessions
 from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.run_extras import DataSurfaces
 from bot.slack.view.run_view import views
+from bot.slack.view.schedule_proposals import ScheduleLimits, ScheduleProposals
 from bot.slack.web import SlackWeb, build_client
 from bot.sql.config import Scope
 
@@ -132,6 +136,18 @@ def build_app(
         click = Click.of(body)
         await bot.on_feedback(action.get("block_id", ""), action.get("value", ""), click)
 
+    @app.action(schedule_blocks.CONFIRM_ACTION)
+    async def confirm_schedule(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        await bot.schedule_buttons.confirm(action.get("value", ""), Click.of(body), message_ts)
+
+    @app.action(schedule_blocks.CANCEL_ACTION)
+    async def cancel_schedule(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        await bot.schedule_buttons.cancel(action.get("value", ""), Click.of(body), message_ts)
+
     @app.action(SHOW_WORK_ACTION)
     async def show_work(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()  # first: the modal must open within the trigger's 3 s
@@ -214,9 +230,15 @@ async def serve(
     # The engine, made below from these views, holds each thread's fencing token.
     data = DataSurfaces.of(web, store, lambda key: engine.token(key))
     sessions = AgentSessions(web)  # in either style: the session's stop button is Slack's
-    view_for = views(
-        web, settings.max_cost_usd_per_run, assistant=assistant, sessions=sessions, data=data
+    limits = ScheduleLimits(
+        settings.schedule_min_interval_s,
+        settings.schedules_per_channel,
+        settings.schedules_per_workspace,
     )
+    view_for = views(
+        web, settings.max_cost_usd_per_run, assistant=assistant, sessions=sessions, data=data,
+        schedules=ScheduleProposals(web, store, limits),
+    )  # fmt: skip
 
     coord = build_coordinator(settings)
     opener = lambda source: lambda: files.stream(source)  # noqa: E731
@@ -227,6 +249,9 @@ async def serve(
         engine, web, files, policy=policy, store=store, assistant=assistant, coord=coord,
         sessions=sessions,
     )  # fmt: skip
+    firings = SlackFirings(engine, web, store, policy)
+    scheduler = Scheduler(store, firings.fire, replica=coord.replica, paused=firings.paused)
+    ticking: asyncio.Task[None] | None = None
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     pruner = runtime.pruner(store, turn=lambda: coord.job("prune"))
     app = build_app(bot, client, identity)
@@ -256,6 +281,7 @@ async def serve(
             coord.replica,
         )
         await engine.tell_interrupted(interrupted)
+        ticking = asyncio.create_task(scheduler.run(settings.schedule_tick_s, stop))
         await first_set(stop, link.off)
         log.info("Shutting down")
     finally:
@@ -265,6 +291,8 @@ async def serve(
             await handler.close_async()  # type: ignore[no-untyped-call]
             if takeover is not None:
                 takeover.cancel()
+            if ticking is not None:
+                ticking.cancel()
             await sweeper.stop()
             await pruner.stop()
             await bot.shutdown(settings.shutdown_grace_s)

@@ -21,6 +21,7 @@ from bot.slack.listen.files import SlackFiles
 from bot.slack.listen.incoming_files import FileIntake
 from bot.slack.listen.policy import Policy
 from bot.slack.listen.routing import Router
+from bot.slack.listen.schedule_buttons import ScheduleButtons
 from bot.slack.listen.work_buttons import WorkButtons
 from bot.slack.render import block_kit, wording
 from bot.slack.render.file_notes import safe_display
@@ -63,6 +64,7 @@ class SlackListeners:
         self.analyses = Analyses(engine, web, policy)
         # Show work and Notebook, from the store (and the thread's charts, for the notebook)
         self.work = WorkButtons(web, store, policy, files)
+        self.schedule_buttons = ScheduleButtons(web, store, policy)  # Confirm and Cancel
         # Questions being taken in (their files fetched) before they are asked: (key, message
         # ts) -> (who asked, who stopped it before its run started: "" for nobody yet)
         self._arriving: dict[tuple[str, str], tuple[str, str]] = {}

@@ -29,6 +29,7 @@ class Policy:
     # the repository itself (local). Buddy fetches it, so a lookup here proves nothing there,
     # and fails where this host resolves nothing itself (behind a proxy).
     repo_lookup: bool = True
+    schedule_editors: frozenset[str] = field(default_factory=frozenset)  # beside each owner
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -42,6 +43,7 @@ class Policy:
             repo_hosts=Settings.id_list(settings.repo_hosts),
             repo_rules=repo_rules(settings),
             repo_lookup=settings.backend == "local",
+            schedule_editors=Settings.id_list(settings.schedule_editors),
         )
 
     def refusal(self, channel: str, user: str) -> str | None:

@@ -52,6 +52,7 @@ from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.classic_style import ClassicStyle
 from bot.slack.view.results import split_answer
 from bot.slack.view.run_extras import DataSurfaces, RunExtras
+from bot.slack.view.schedule_proposals import ScheduleProposals
 from bot.slack.web import SlackWeb
 from bot.slack.web.errors import SlackGone
 
@@ -95,18 +96,22 @@ def views(
     assistant: AssistantThreads | None = None,
     sessions: AgentSessions | None = None,
     data: DataSurfaces | None = None,
+    schedules: ScheduleProposals | None = None,
 ) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
     `continue_usd`: what a Continue button adds; `assistant`: Slack's assistant style (streamed
     message, thread status), else the classic messages; `sessions`: Slack's agent
     sessions, where the workspace has them; `data`: how answers show their tables,
-    charts and report (None: as text and files)."""
+    charts and report (None: as text and files); `schedules`: where a proposed schedule is
+    shown (None: nowhere)."""
 
     def view_for(key: str) -> RunView:
         ref = ThreadRef.parse(key)
         if ref is None:
             return ignore
-        return SlackRunView(web, ref, continue_usd, assistant, sessions=sessions, data=data)
+        return SlackRunView(
+            web, ref, continue_usd, assistant, sessions=sessions, data=data, schedules=schedules
+        )
 
     return view_for
 
@@ -122,7 +127,9 @@ class SlackRunView:
         refresh_s: float | None = None,
         sessions: AgentSessions | None = None,
         data: DataSurfaces | None = None,
+        schedules: ScheduleProposals | None = None,
     ) -> None:
+        self._schedules, self._asker = schedules, ""
         self._web, self._ref, self._assistant, self._sessions = web, ref, assistant, sessions
         self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
         self.phase = Phase.NOT_STARTED
@@ -200,7 +207,7 @@ class SlackRunView:
     async def _begin(self, event: RunStarted) -> None:
         """The assistant style where the workspace allows it, else the classic one; the
         session (if any) shows the run going, from here or from the question's arrival."""
-        self._extras.run_id = event.run_id
+        self._extras.run_id, self._asker = event.run_id, event.user
         sessions = self._sessions
         if sessions is not None and sessions.status(self._ref) != PROCESSING:
             await sessions.set(self._ref, PROCESSING)
@@ -234,6 +241,10 @@ class SlackRunView:
                 await run.step_started(step, event)
             case ToolCallFinished() if event.call_id in self._steps:
                 await run.step_finished(self._steps[event.call_id], event)
+                if event.tool == "schedule_run" and event.status == "ok" and self._schedules:
+                    await self._schedules.propose(
+                        self._ref, self._asker, self._extras.run_id, event.code
+                    )
             case RunFinished():
                 self.phase = Phase.FINISHED
                 self._extras.finished = event

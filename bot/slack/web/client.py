@@ -155,6 +155,17 @@ class SlackWeb:
             if exc.code != "already_reacted":
                 log.warning("could not add :%s: to %s: %s", name, ts, exc.code)
 
+    async def user_zone(self, user: str) -> str | None:
+        """The IANA time zone a user set in Slack (users.info `tz`), or None when Slack does
+        not say (no `users:read` scope, an unknown user, no zone set)."""
+        try:
+            response = await self._call("users.info", lambda: self.client.users_info(user=user))
+        except SlackError as exc:
+            log.warning("could not read %s's time zone: %s", user, exc.code or exc)
+            return None
+        zone = (response.get("user") or {}).get("tz")
+        return zone if isinstance(zone, str) and zone else None
+
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         call = lambda: self.client.chat_postEphemeral(  # noqa: E731
             channel=channel, user=user, text=self.clean.text(text), thread_ts=thread_ts,

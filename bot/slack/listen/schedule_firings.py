@@ -1,0 +1,56 @@
+"""What a firing does in Slack: a note in the thread (late, and by how much, when the bot was
+down), then the schedule's question asked as the owner, as a new run of the thread, through
+the engine (so it waits for a person's run there). A schedule whose owner may no longer use
+the bot in that channel pauses instead."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from bot.run_events import RunFailed, RunFinished
+from bot.schedules.cadence import Cadence
+from bot.schedules.scheduler import Fired, Firing
+from bot.sessions.engine import Engine
+from bot.slack.listen.policy import Policy
+from bot.slack.render import schedule_blocks
+from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
+from bot.store.base import ScheduleRecord, Store
+
+log = logging.getLogger(__name__)
+
+
+class SlackFirings:
+    def __init__(self, engine: Engine, web: SlackWeb, store: Store, policy: Policy) -> None:
+        self._engine, self._web, self._store, self._policy = engine, web, store, policy
+
+    async def fire(self, firing: Firing) -> Fired:
+        schedule = firing.schedule
+        ref = ThreadRef.parse(schedule.key)
+        if ref is None:
+            return Fired("skipped")
+        if self._policy.refusal(ref.channel, schedule.owner):
+            why = schedule_blocks.lost_access(schedule.owner)
+            await self._store.update_schedule(schedule.id, state="paused", paused_why=why)
+            await self._web.post(ref.channel, ref.ts, why)
+            return Fired("skipped")
+        now = time.time()
+        words = Cadence(schedule.cron, schedule.zone).words(firing.due)
+        late_by = now - firing.due.timestamp() if firing.late else 0.0
+        await self._web.post(
+            ref.channel, ref.ts, schedule_blocks.firing(words, late_by, firing.missed)
+        )
+        result = await (
+            await self._engine.ask(schedule.key, schedule.question, user=schedule.owner)
+        )
+        if isinstance(result, RunFinished):
+            return Fired("finished")
+        return Fired("failed" if isinstance(result, RunFailed) else "stopped")
+
+    async def paused(self, schedule: ScheduleRecord, failures: int) -> None:
+        ref = ThreadRef.parse(schedule.key)
+        if ref is not None:
+            editors = sorted(self._policy.schedule_editors)
+            text = schedule_blocks.paused(failures, schedule.owner, editors)
+            await self._web.post(ref.channel, ref.ts, text)

@@ -1,0 +1,121 @@
+"""Schedules in Slack, end to end with the real bot: the model proposes one, the person who
+asked sees it in words in their time zone and confirms it (no one else can), Cancel leaves
+nothing, and a due schedule fires once in its thread, as a run of its own."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.store.base import ScheduleRecord
+from bot.store.sqlite import SqliteStore
+from tests.fakes.anthropic import Reply, text, tool_use
+from tests.fakes.slack import DEFAULT_SCOPES
+from tests.slack.test_slack_show_work import with_button
+from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
+
+ASK = "every Monday at 9:00 post this again"
+RERUN = "How many countries are in the data?"
+WITH_ZONES = {"scopes": (*DEFAULT_SCOPES, "users:read")}
+
+
+def proposer(req):
+    if "ANSWER THE RERUN" in json.dumps(req.body["messages"]):
+        return Reply([text("There are 265 rows.")])
+    if req.turn == 0 and "schedule_run" in req.tools:
+        last = json.dumps(req.body["messages"][-1])
+        if "every Monday" in last:
+            return Reply([tool_use("schedule_run", {"cron": "0 9 * * 1", "question": RERUN})])
+    return Reply([text("Answered: 265 countries.")])
+
+
+async def store_of(h: Harness) -> SqliteStore:
+    store = SqliteStore(h.settings.store_path)
+    await store.open()
+    return store
+
+
+async def schedules(h: Harness) -> list[ScheduleRecord]:
+    store = await store_of(h)
+    try:
+        return await store.list_schedules()
+    finally:
+        await store.close()
+
+
+def proposal_of(h: Harness, thread: str) -> dict[str, Any]:
+    [message] = with_button(h, thread, "schedule_confirm")
+    return message
+
+
+async def test_a_proposal_is_confirmed_by_the_asker_only(sandbox_root: Path, monkeypatch) -> None:
+    world = fake_world("local", proposer, sandbox_root, monkeypatch, WITH_ZONES)
+    async with world as h, bot_process(h):
+        asked = await h.slack.post_user_message(CHANNEL, ASK, mention=True)
+        thread = asked["ts"]
+        await h.slack.wait_for(lambda: with_button(h, thread, "schedule_confirm"), 30)
+        proposal = proposal_of(h, thread)
+        said = json.dumps(proposal["blocks"])
+        [proposed] = await schedules(h)
+        ephemerals = len(h.slack.ephemerals)
+        await h.slack.click_button(proposal, "schedule_confirm", user="U0HUMAN02")
+        await h.slack.wait_for(lambda: len(h.slack.ephemerals) > ephemerals, 10)
+        refused = h.slack.ephemerals[-1]
+        still = await schedules(h)
+        await h.slack.click_button(proposal, "schedule_confirm", user="U0HUMAN01")
+        await h.slack.wait_for(lambda: "Scheduled by" in h.texts(thread), 10)
+        [confirmed] = await schedules(h)
+    assert "At 09:00, only on Monday, Europe/London; next Mon" in said
+    assert RERUN in said and "Only <@U0HUMAN01> can confirm it." in said
+    assert (proposed.state, proposed.cron, proposed.zone) == (
+        "proposed",
+        "0 9 * * 1",
+        "Europe/London",
+    )
+    assert proposed.owner == "U0HUMAN01" and proposed.question == RERUN
+    assert refused["user"] == "U0HUMAN02" and "Only <@U0HUMAN01> can confirm" in refused["text"]
+    assert [s.state for s in still] == ["proposed"]
+    assert confirmed.state == "active"
+    assert not with_button(h, thread, "schedule_confirm")  # the buttons are gone
+
+
+async def test_cancel_leaves_nothing_and_a_zone_slack_hides_is_utc(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    world = fake_world("local", proposer, sandbox_root, monkeypatch)  # no users:read
+    async with world as h, bot_process(h):
+        asked = await h.slack.post_user_message(CHANNEL, ASK, mention=True)
+        thread = asked["ts"]
+        await h.slack.wait_for(lambda: with_button(h, thread, "schedule_confirm"), 30)
+        proposal = proposal_of(h, thread)
+        said = json.dumps(proposal["blocks"])
+        await h.slack.click_button(proposal, "schedule_cancel", user="U0HUMAN01")
+        await h.slack.wait_for(lambda: "Schedule cancelled" in h.texts(thread), 10)
+        left = await schedules(h)
+    assert "UTC; next Mon" in said and "could not be read, so the times are UTC" in said
+    assert left == []
+
+
+async def test_a_due_schedule_fires_once_in_its_thread(sandbox_root: Path, monkeypatch) -> None:
+    world = fake_world(
+        "local", proposer, sandbox_root, monkeypatch, schedule_min_interval_s=60,
+        schedule_tick_s=0.1,
+    )  # fmt: skip
+    async with world as h, bot_process(h):
+        thread = (await h.slack.post_user_message(CHANNEL, "a thread", mention=False))["ts"]
+        store = await store_of(h)
+        try:
+            await store.save_schedule(ScheduleRecord(
+                id="every-minute", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
+                cron="* * * * *", zone="UTC", question="ANSWER THE RERUN please",
+                created_at=time.time() - 61,
+            ))  # fmt: skip
+            await h.slack.wait_for(lambda: "There are 265 rows." in h.texts(thread), 30)
+            await store.update_schedule("every-minute", state="paused")
+            firings = await store.firings("every-minute")
+        finally:
+            await store.close()
+    assert "Scheduled run (Every minute, UTC; next" in h.texts(thread)
+    assert len(firings) == 1
