@@ -155,7 +155,7 @@ class Pruned:
 ScheduleState = Literal["proposed", "active", "paused"]
 SCHEDULE_STATES: tuple[ScheduleState, ...] = ("proposed", "active", "paused")
 # The schedule fields `update_schedule` may change; the rest are fixed when it is made.
-SCHEDULE_UPDATABLE = frozenset({"state", "paused_why", "cron", "zone", "question"})
+SCHEDULE_UPDATABLE = frozenset({"state", "paused_why", "cron", "zone", "question", "failures"})
 
 
 @dataclass(frozen=True)

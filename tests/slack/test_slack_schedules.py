@@ -119,3 +119,51 @@ async def test_a_due_schedule_fires_once_in_its_thread(sandbox_root: Path, monke
             await store.close()
     assert "Scheduled run (Every minute, UTC; next" in h.texts(thread)
     assert len(firings) == 1
+
+
+async def test_the_channel_list_pauses_resumes_and_deletes(sandbox_root: Path, monkeypatch) -> None:
+    world = fake_world("local", proposer, sandbox_root, monkeypatch, schedule_editors="U0EDITOR1")
+    async with world as h, bot_process(h):
+        store = await store_of(h)
+        try:
+            for sid, owner in (("mine", "U0HUMAN01"), ("theirs", "U0HUMAN02")):
+                await store.save_schedule(ScheduleRecord(
+                    id=sid, key=f"{h.slack.team_id}:{CHANNEL}:1700000000.00010{len(sid)}",
+                    owner=owner, cron="0 9 * * 1", zone="Europe/Warsaw", question="Orders?",
+                    created_at=1.0 if sid == "mine" else 2.0, failures=2,
+                ))  # fmt: skip
+            await store.save_schedule(ScheduleRecord(
+                id="elsewhere", key=f"{h.slack.team_id}:C0OTHER01:1.0", owner="U0HUMAN01",
+                cron="0 9 * * 1", zone="UTC", question="?", created_at=3.0,
+            ))  # fmt: skip
+            await h.slack.slash_command("/analyze", "schedules")
+            listed = lambda: [  # noqa: E731
+                m for m in h.slack.bot_messages(CHANNEL) if "Schedules in this channel" in str(m)
+            ]
+            await h.slack.wait_for(listed, 10)
+            [message] = listed()
+            shown = json.dumps(message["blocks"])
+            ephemerals = len(h.slack.ephemerals)
+            await h.slack.click_button(message, "schedule_pause:theirs")
+            await h.slack.wait_for(lambda: len(h.slack.ephemerals) > ephemerals, 10)
+            refused = h.slack.ephemerals[-1]["text"]
+            await h.slack.click_button(message, "schedule_pause:mine")
+            await h.slack.wait_for(lambda: "paused by" in json.dumps(listed()), 10)
+            paused = await store.get_schedule("mine")
+            [message] = listed()
+            await h.slack.click_button(message, "schedule_resume:mine")
+            await h.slack.wait_for(lambda: "paused by" not in json.dumps(listed()), 10)
+            resumed = await store.get_schedule("mine")
+            [message] = listed()
+            await h.slack.click_button(message, "schedule_delete:theirs", user="U0EDITOR1")
+            await h.slack.wait_for(lambda: "Schedules in this channel* (1)" in str(listed()), 10)
+            left = [s.id for s in await store.list_schedules()]
+        finally:
+            await store.close()
+    assert "Schedules in this channel* (2)" in shown and "C0OTHER01" not in shown
+    assert "At 09:00, only on Monday, Europe/Warsaw; next Mon" in shown
+    assert "owner <@U0HUMAN01>" in shown and "not fired yet" in shown
+    assert "Only <@U0HUMAN02> or the schedule editors" in refused
+    assert paused is not None and paused.state == "paused"
+    assert resumed is not None and (resumed.state, resumed.failures) == ("active", 0)
+    assert left == ["mine", "elsewhere"]

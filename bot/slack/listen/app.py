@@ -148,6 +148,13 @@ def build_app(
         message_ts = str((body.get("message") or {}).get("ts") or "")
         await bot.schedule_buttons.cancel(action.get("value", ""), Click.of(body), message_ts)
 
+    @app.action(schedule_blocks.MANAGE_ACTIONS)
+    async def manage(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        verb = str(action.get("action_id", "")).partition(":")[0]
+        await bot.schedule_list.act(verb, action.get("value", ""), Click.of(body), message_ts)
+
     @app.action(SHOW_WORK_ACTION)
     async def show_work(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()  # first: the modal must open within the trigger's 3 s

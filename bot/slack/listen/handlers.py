@@ -22,6 +22,7 @@ from bot.slack.listen.incoming_files import FileIntake
 from bot.slack.listen.policy import Policy
 from bot.slack.listen.routing import Router
 from bot.slack.listen.schedule_buttons import ScheduleButtons
+from bot.slack.listen.schedule_list import ScheduleList
 from bot.slack.listen.work_buttons import WorkButtons
 from bot.slack.render import block_kit, wording
 from bot.slack.render.file_notes import safe_display
@@ -65,6 +66,7 @@ class SlackListeners:
         # Show work and Notebook, from the store (and the thread's charts, for the notebook)
         self.work = WorkButtons(web, store, policy, files)
         self.schedule_buttons = ScheduleButtons(web, store, policy)  # Confirm and Cancel
+        self.schedule_list = ScheduleList(web, store, policy)  # /analyze schedules
         # Questions being taken in (their files fetched) before they are asked: (key, message
         # ts) -> (who asked, who stopped it before its run started: "" for nobody yet)
         self._arriving: dict[tuple[str, str], tuple[str, str]] = {}
@@ -112,6 +114,9 @@ class SlackListeners:
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
             return refusal or wording.RESTARTING
+        if (command.get("text") or "").strip().lower() == "schedules":
+            await self.schedule_list.show(command.get("team_id", ""), command.get("channel_id", ""))
+            return None
         return await self.analyses.start(command)
 
     async def on_stop(self, run_id: str, user: str, channel: str, thread_ts: str | None) -> None:

@@ -3,6 +3,8 @@ a firing posts. Pure, like the rest of render/."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from bot.slack.render.block_kit import escape, fit, section
@@ -86,3 +88,44 @@ def _late(seconds: float) -> str:
     if seconds >= 90:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:.0f} s"
+
+
+PAUSE_ACTION = "schedule_pause"
+RESUME_ACTION = "schedule_resume"
+DELETE_ACTION = "schedule_delete"
+LIST_MAX = 15  # schedules shown in one list message (three blocks each, within 50)
+# A list's buttons are named "<action>:<schedule id>": unique within the message.
+MANAGE_ACTIONS = re.compile(rf"^({PAUSE_ACTION}|{RESUME_ACTION}|{DELETE_ACTION}):")
+
+
+def listing(entries: Sequence[tuple[str, str, str]]) -> tuple[str, list[dict[str, Any]]]:
+    """The channel's schedules: (id, state, line) each, with the buttons its state offers."""
+    if not entries:
+        text = 'No schedules in this channel. Ask in a thread: "every Monday at 9 post this again".'
+        return text, [section(text)]
+    head = f"*Schedules in this channel* ({len(entries)})"
+    blocks: list[dict[str, Any]] = [section(head)]
+    for schedule_id, state, line in entries[:LIST_MAX]:
+        toggle = (RESUME_ACTION, "Resume") if state == "paused" else (PAUSE_ACTION, "Pause")
+        buttons = [toggle, (DELETE_ACTION, "Delete")]
+        blocks += [
+            {"type": "divider"},
+            section(line),
+            {
+                "type": "actions",
+                "elements": [
+                    {"type": "button", "action_id": f"{action}:{schedule_id}",
+                     "value": schedule_id, "text": {"type": "plain_text", "text": label}}
+                    for action, label in buttons
+                ],
+            },
+        ]  # fmt: skip
+    if len(entries) > LIST_MAX:
+        blocks.append(section(f"_… and {len(entries) - LIST_MAX} more._"))
+    return head, blocks
+
+
+def list_line(words: str, state: str, why: str, owner: str, last: str, thread_link: str) -> str:
+    """One schedule in the list: its words (with the next firing), state, owner, last result."""
+    status = "paused" + (f" ({escape(why)})" if why else "") if state == "paused" else state
+    return f"{escape(words)}\n*{status}* · owner <@{owner}> · last: {escape(last)} · {thread_link}"
