@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.store.base import ScheduleRecord
+from bot.store.base import ScheduleRecord, SessionRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, text, tool_use
 from tests.fakes.slack import DEFAULT_SCOPES
@@ -98,27 +98,47 @@ async def test_cancel_leaves_nothing_and_a_zone_slack_hides_is_utc(
     assert left == []
 
 
-async def test_a_due_schedule_fires_once_in_its_thread(sandbox_root: Path, monkeypatch) -> None:
+async def test_a_due_schedule_fires_once_and_compares_with_the_last_firing(
+    sandbox_root: Path, monkeypatch
+) -> None:
     world = fake_world(
         "local", proposer, sandbox_root, monkeypatch, schedule_min_interval_s=60,
         schedule_tick_s=0.1,
     )  # fmt: skip
     async with world as h, bot_process(h):
         thread = (await h.slack.post_user_message(CHANNEL, "a thread", mention=False))["ts"]
+        key = f"{h.slack.team_id}:{CHANNEL}:{thread}"
         store = await store_of(h)
         try:
-            await store.save_schedule(ScheduleRecord(
-                id="every-minute", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
-                cron="* * * * *", zone="UTC", question="ANSWER THE RERUN please",
-                created_at=time.time() - 61,
-            ))  # fmt: skip
+            now = time.time()
+            last = (now // 60 - 2) * 60  # two minutes back: one firing since is missed
+            await seed_last_firing(store, key, now, last)
             await h.slack.wait_for(lambda: "There are 265 rows." in h.texts(thread), 30)
+            await h.slack.wait_for(lambda: "Since the last firing" in h.texts(thread), 10)
             await store.update_schedule("every-minute", state="paused")
             firings = await store.firings("every-minute")
         finally:
             await store.close()
-    assert "Scheduled run (Every minute, UTC; next" in h.texts(thread)
-    assert len(firings) == 1
+    said = h.texts(thread)
+    assert "Scheduled run (Every minute, UTC; next" in said
+    assert "Since the last firing (" in said and "260 → 265 (+1.9%)" in said
+    assert [f.outcome for f in firings] == ["finished", "finished"]  # this one, and the seed
+    assert firings[0].run_id and firings[0].run_id != "seeded-run"
+
+
+async def seed_last_firing(store: SqliteStore, key: str, now: float, last: float) -> None:
+    """A schedule whose last firing answered with the figure 260."""
+    await store.save_session(SessionRecord(key, None, "idle", None, now, now))
+    await store.start_run(key, "seeded-run", "ANSWER THE RERUN please", last, "U0HUMAN01")
+    await store.end_run("seeded-run", "finished", last + 1)
+    figure = {"text": "260", "step": 1, "line": "260", "call_id": None, "earlier": 0}
+    await store.record_figures("seeded-run", [figure])
+    await store.save_schedule(ScheduleRecord(
+        id="every-minute", key=key, owner="U0HUMAN01", cron="* * * * *", zone="UTC",
+        question="ANSWER THE RERUN please", created_at=last - 60,
+    ))  # fmt: skip
+    await store.claim_firing("every-minute", last, "earlier-replica", last)
+    await store.end_firing("every-minute", last, "finished", "seeded-run")
 
 
 async def test_the_channel_list_pauses_resumes_and_deletes(sandbox_root: Path, monkeypatch) -> None:

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from bot.run_events import RunFailed, RunFinished
+from bot.schedules import compare
 from bot.schedules.cadence import Cadence
 from bot.schedules.scheduler import Fired, Firing
 from bot.sessions.engine import Engine
+from bot.sessions.run import figure_records
 from bot.slack.listen.policy import Policy
 from bot.slack.render import schedule_blocks
 from bot.slack.threads import ThreadRef
@@ -41,12 +45,34 @@ class SlackFirings:
         await self._web.post(
             ref.channel, ref.ts, schedule_blocks.firing(words, late_by, firing.missed)
         )
-        result = await (
-            await self._engine.ask(schedule.key, schedule.question, user=schedule.owner)
-        )
+        asked = await self._engine.ask(schedule.key, schedule.question, user=schedule.owner)
+        result = await asked
+        run_id = await self._run_of(schedule)
         if isinstance(result, RunFinished):
-            return Fired("finished")
-        return Fired("failed" if isinstance(result, RunFailed) else "stopped")
+            await self._compare(ref, firing, [str(f["text"]) for f in figure_records(result)])
+            return Fired("finished", run_id)
+        return Fired("failed" if isinstance(result, RunFailed) else "stopped", run_id)
+
+    async def _run_of(self, schedule: ScheduleRecord) -> str:
+        """The run that answered the firing: the thread's latest asking its question."""
+        runs = await self._store.runs(schedule.key)
+        answering = [r for r in runs if schedule.question in r.question]
+        return answering[-1].run_id if answering else ""
+
+    async def _compare(self, ref: ThreadRef, firing: Firing, figures: list[str]) -> None:
+        """The figures against the last firing's that answered, in the thread."""
+        schedule = firing.schedule
+        earlier = [
+            f for f in await self._store.firings(schedule.id, limit=10)
+            if f.fire_at < firing.due.timestamp() and f.run_id and f.outcome == "finished"
+        ]  # fmt: skip
+        run = await self._store.get_run(earlier[0].run_id) if earlier else None
+        if run is None:
+            return
+        before = [str(f.get("text", "")) for f in run.figures]
+        when = datetime.fromtimestamp(earlier[0].fire_at, ZoneInfo(schedule.zone))
+        if said := compare.note(before, figures, f"{when:%a} {when.day} {when:%b}"):
+            await self._web.post(ref.channel, ref.ts, said)
 
     async def paused(self, schedule: ScheduleRecord, failures: int) -> None:
         ref = ThreadRef.parse(schedule.key)
