@@ -37,10 +37,14 @@ class Firing:
 
 @dataclass(frozen=True)
 class Fired:
-    """How a firing's run ended: a RunOutcome ("finished", "failed", …) and its run."""
+    """How a firing's run ended: a RunOutcome ("finished", "failed", …) and its run; or
+    HANDED_OFF, when the replica that holds the thread runs it (and finishes it there)."""
 
     outcome: str
     run_id: str = ""
+
+
+HANDED_OFF = "handed_off"
 
 
 Fire = Callable[[Firing], Awaitable[Fired]]
@@ -112,6 +116,13 @@ class Scheduler:
         except Exception:  # the run itself reports what it can; here it only counts
             log.exception("schedule %s: the firing at %s failed", schedule.id, firing.due)
             fired = Fired("failed")
+        if fired.outcome != HANDED_OFF:
+            await self.finish(firing, fired)
+
+    async def finish(self, firing: Firing, fired: Fired) -> None:
+        """Record how a firing ended (on whichever replica ran it); pause its schedule at
+        `max_failures` failures in a row."""
+        schedule = firing.schedule
         failures = await self._store.end_firing(
             schedule.id, firing.due.timestamp(), fired.outcome, fired.run_id
         )

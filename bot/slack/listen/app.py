@@ -256,8 +256,9 @@ async def serve(
         engine, web, files, policy=policy, store=store, assistant=assistant, coord=coord,
         sessions=sessions,
     )  # fmt: skip
-    firings = SlackFirings(engine, web, store, policy)
+    firings = SlackFirings(engine, web, store, policy, bot.router)
     scheduler = Scheduler(store, firings.fire, replica=coord.replica, paused=firings.paused)
+    firings.finish, bot.scheduled = scheduler.finish, firings
     ticking: asyncio.Task[None] | None = None
     sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
     pruner = runtime.pruner(store, turn=lambda: coord.job("prune"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
+
+
+class RoutedFirings(Protocol):
+    async def routed(self, message: dict[str, Any]) -> None: ...
 
 
 class SlackListeners:
@@ -67,6 +71,7 @@ class SlackListeners:
         self.work = WorkButtons(web, store, policy, files)
         self.schedule_buttons = ScheduleButtons(web, store, policy)  # Confirm and Cancel
         self.schedule_list = ScheduleList(web, store, policy)  # /analyze schedules
+        self.scheduled: RoutedFirings | None = None  # firings other replicas pass on
         # Questions being taken in (their files fetched) before they are asked: (key, message
         # ts) -> (who asked, who stopped it before its run started: "" for nobody yet)
         self._arriving: dict[tuple[str, str], tuple[str, str]] = {}
@@ -197,6 +202,8 @@ class SlackListeners:
             case "continue":
                 click = Click(**message["click"])
                 await self._continue(message["key"], message["grant_id"], click)
+            case "firing" if self.scheduled is not None:
+                await self.scheduled.routed(message)
 
     async def on_home_opened(self, event: dict[str, Any]) -> None:
         """Someone opened the bot's Messages tab: offer the suggested prompts (once per DM

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.run_events import RunFailed, RunFinished
 from bot.schedules import compare
 from bot.schedules.cadence import Cadence
-from bot.schedules.scheduler import Fired, Firing
+from bot.schedules.scheduler import HANDED_OFF, Fired, Firing
 from bot.sessions.engine import Engine
 from bot.sessions.run import figure_records
 from bot.slack.listen.policy import Policy
+from bot.slack.listen.routing import Router
 from bot.slack.render import schedule_blocks
 from bot.slack.threads import ThreadRef
 from bot.slack.web import SlackWeb
@@ -26,10 +29,37 @@ log = logging.getLogger(__name__)
 
 
 class SlackFirings:
-    def __init__(self, engine: Engine, web: SlackWeb, store: Store, policy: Policy) -> None:
+    def __init__(
+        self, engine: Engine, web: SlackWeb, store: Store, policy: Policy, router: Router
+    ) -> None:
         self._engine, self._web, self._store, self._policy = engine, web, store, policy
+        self._router = router
+        # How a firing run here for another replica is recorded (the scheduler's `finish`).
+        self.finish: Callable[[Firing, Fired], Awaitable[None]] | None = None
 
     async def fire(self, firing: Firing) -> Fired:
+        """Run the firing here if this replica holds its thread; else hand it to the one
+        that does (which runs and finishes it: `routed`)."""
+        message = {
+            "kind": "firing", "schedule_id": firing.schedule.id,
+            "due": firing.due.timestamp(), "late": firing.late, "missed": firing.missed,
+        }  # fmt: skip
+        if not await self._router.here(firing.schedule.key, message):
+            return Fired(HANDED_OFF)
+        return await self.run(firing)
+
+    async def routed(self, message: dict[str, Any]) -> None:
+        """A firing another replica claimed, run and finished here, where its thread is held."""
+        schedule = await self._store.get_schedule(str(message.get("schedule_id", "")))
+        if schedule is None:
+            return
+        due = datetime.fromtimestamp(float(message["due"]), UTC)
+        firing = Firing(schedule, due, bool(message.get("late")), int(message.get("missed", 0)))
+        fired = await self.run(firing)
+        if self.finish is not None:
+            await self.finish(firing, fired)
+
+    async def run(self, firing: Firing) -> Fired:
         schedule = firing.schedule
         ref = ThreadRef.parse(schedule.key)
         if ref is None:
