@@ -30,7 +30,7 @@ from bot.terminal.ask import KEY_PREFIX, ask
 from bot.terminal.connections import check_connections
 from bot.terminal.printable import printable
 from bot.terminal.prune import prune_store
-from bot.terminal.schedules import list_schedules
+from bot.terminal.schedules import list_schedules, run_now
 
 
 def parser() -> argparse.ArgumentParser:
@@ -61,8 +61,9 @@ def parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "--vacuum", action="store_true", help="prune: then give the space back (SQLite VACUUM)"
     )
-    scheduled = commands.add_parser("schedules", help="list the stored schedules")
-    scheduled.add_argument("action", nargs="?", choices=["list"], default="list")
+    scheduled = commands.add_parser("schedules", help="list the schedules, or fire one now")
+    scheduled.add_argument("action", nargs="?", choices=["list", "run-now"], default="list")
+    scheduled.add_argument("id", nargs="?", help="for run-now: the schedule's id")
     checking = commands.add_parser("connections", help="check the SQL connections")
     checking.add_argument("action", nargs="?", choices=["check"], default="check")
     asking = commands.add_parser("ask", help="analyse data from the terminal")
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ask": lambda: ask(args),
             "sessions": lambda: sessions_command(args),
             "connections": lambda: check_connections(load_settings().connections_file),
-            "schedules": schedules_command,
+            "schedules": lambda: schedules_command(args),
         }
         return asyncio.run(commands.get(args.command, slack)())
     except KeyboardInterrupt:
@@ -152,10 +153,14 @@ def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
     return f"prompt {prompt_tokens:,} of {window_tokens:,} tokens ({share:.0f}%)"
 
 
-async def schedules_command() -> int:
+async def schedules_command(args: argparse.Namespace) -> int:
+    if args.action == "run-now" and not args.id:
+        raise ConfigError("schedules run-now: give the schedule's id (schedules list shows it)")
     store = build_store(load_settings())
     await store.open()
     try:
+        if args.action == "run-now":
+            return await run_now(store, args.id)
         return await list_schedules(store)
     finally:
         await store.close()

@@ -85,6 +85,8 @@ class Scheduler:
             won = await self._store.claim_firing(
                 schedule.id, firing.due.timestamp(), self._replica, now
             )
+            if firing.due.timestamp() == schedule.run_now_at:
+                await self._store.update_schedule(schedule.id, run_now_at=None)
             if won:
                 claimed.append(firing)
                 task = asyncio.create_task(self._run(firing))
@@ -95,6 +97,8 @@ class Scheduler:
     def due(self, schedule: ScheduleRecord, now: float) -> Firing | None:
         """The firing of `schedule` due at `now`, if any: the latest due time since its
         last firing (or its creation), standing for any missed before it."""
+        if schedule.run_now_at is not None and schedule.state != "proposed":
+            return Firing(schedule, _utc(schedule.run_now_at), late=False)
         if schedule.state != "active":
             return None
         cadence = Cadence(schedule.cron, schedule.zone)

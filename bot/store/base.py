@@ -155,7 +155,9 @@ class Pruned:
 ScheduleState = Literal["proposed", "active", "paused"]
 SCHEDULE_STATES: tuple[ScheduleState, ...] = ("proposed", "active", "paused")
 # The schedule fields `update_schedule` may change; the rest are fixed when it is made.
-SCHEDULE_UPDATABLE = frozenset({"state", "paused_why", "cron", "zone", "question", "failures"})
+SCHEDULE_UPDATABLE = frozenset(
+    {"state", "paused_why", "cron", "zone", "question", "failures", "run_now_at"}
+)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,8 @@ class ScheduleRecord:
     paused_why: str = ""
     last_fire_at: float | None = None  # the newest firing claimed (its due time); by claims
     failures: int = 0  # firings failed in a row; by end_firing
+    # A firing asked for outside the cadence (Retry, run-now), due at this time: fired once.
+    run_now_at: float | None = None
 
 
 @dataclass(frozen=True)

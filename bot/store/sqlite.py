@@ -4,6 +4,7 @@ durability choices are in sqlite_schema.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sqlite3
 from collections.abc import Callable
@@ -235,7 +236,10 @@ class SqliteStore:
 
     def _disconnect(self) -> None:
         if self._conn is not None:
-            self._conn.execute("PRAGMA optimize")  # keeps the query planner's statistics fresh
+            # Keeps the query planner's statistics fresh; best effort, as another process
+            # writing now (the bot, beside a `sessions` command) can hold the lock it needs.
+            with contextlib.suppress(sqlite3.OperationalError):
+                self._conn.execute("PRAGMA optimize")
             self._conn.close()
             self._conn = None
 

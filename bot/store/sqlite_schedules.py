@@ -12,7 +12,8 @@ from bot.store.base import FiringRecord, NotFound, ScheduleRecord
 from bot.store.values import text
 
 _COLUMNS = (
-    "id, key, owner, cron, zone, question, created_at, state, paused_why, last_fire_at, failures"
+    "id, key, owner, cron, zone, question, created_at, state, paused_why, last_fire_at, "
+    "failures, run_now_at"
 )
 
 
@@ -20,11 +21,12 @@ def save_schedule(conn: sqlite3.Connection, r: ScheduleRecord) -> None:
     values = {**asdict(r), "question": text(r.question)}
     conn.execute(
         f"INSERT INTO schedules ({_COLUMNS}) VALUES (:id, :key, :owner, :cron, :zone,"
-        " :question, :created_at, :state, :paused_why, :last_fire_at, :failures)"
+        " :question, :created_at, :state, :paused_why, :last_fire_at, :failures, :run_now_at)"
         " ON CONFLICT (id) DO UPDATE SET key = excluded.key, owner = excluded.owner,"
         " cron = excluded.cron, zone = excluded.zone, question = excluded.question,"
         " state = excluded.state, paused_why = excluded.paused_why,"
-        " last_fire_at = excluded.last_fire_at, failures = excluded.failures",
+        " last_fire_at = excluded.last_fire_at, failures = excluded.failures,"
+        " run_now_at = excluded.run_now_at",
         values,
     )
 

@@ -214,6 +214,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (schedule_id, fire_at)
     );
     """,
+    # 17: a firing asked for outside the cadence (Retry, run-now).
+    """
+    ALTER TABLE schedules ADD COLUMN run_now_at REAL;
+    """,
 )
 
 

@@ -146,3 +146,19 @@ async def test_a_firing_that_raises_counts_as_failed(stores: list[Store]) -> Non
     [firing] = await stores[0].firings("w")
     assert firing.outcome == "failed"
     assert (await stores[0].get_schedule("w")).failures == 1  # type: ignore[union-attr]
+
+
+async def test_a_firing_asked_for_now_runs_once_even_when_paused(stores: list[Store]) -> None:
+    clock, runs = Clock(at(2026, 12, 2, 12)), Runs()  # a Wednesday: nothing due
+    await stores[0].save_schedule(weekly(at(2026, 12, 1), state="paused"))
+    await stores[1].update_schedule("w", run_now_at=clock.now - 5)
+    schedulers = [
+        Scheduler(s, runs.for_replica(f"r{i}"), replica=f"r{i}", clock=clock)
+        for i, s in enumerate(stores)
+    ]
+    for _ in range(3):
+        await tick_all(schedulers)
+    [(_, firing)] = runs.fired
+    assert firing.due == datetime.fromtimestamp(clock.now - 5, UTC) and not firing.late
+    stored = await stores[2].get_schedule("w")
+    assert stored is not None and stored.run_now_at is None and stored.state == "paused"

@@ -4,6 +4,7 @@ nothing, and a due schedule fires once in its thread, as a run of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from bot.store.base import ScheduleRecord, SessionRecord
 from bot.store.sqlite import SqliteStore
-from tests.fakes.anthropic import Reply, text, tool_use
+from tests.fakes.anthropic import Reply, http_error, text, tool_use
 from tests.fakes.slack import DEFAULT_SCOPES
 from tests.slack.test_slack_show_work import with_button
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
@@ -187,3 +188,41 @@ async def test_the_channel_list_pauses_resumes_and_deletes(sandbox_root: Path, m
     assert paused is not None and paused.state == "paused"
     assert resumed is not None and (resumed.state, resumed.failures) == ("active", 0)
     assert left == ["mine", "elsewhere"]
+
+
+async def test_a_failed_firing_can_be_retried_once(sandbox_root: Path, monkeypatch) -> None:
+    world = fake_world(
+        "local", proposer, sandbox_root, monkeypatch, schedule_min_interval_s=3600,
+        schedule_tick_s=0.1,
+    )  # fmt: skip
+    async with world as h, bot_process(h):
+        thread = (await h.slack.post_user_message(CHANNEL, "a thread", mention=False))["ts"]
+        h.model.fail_next(1, http_error(400))  # the firing's first model call
+        store = await store_of(h)
+        try:
+            now = time.time()
+            await store.save_schedule(ScheduleRecord(
+                id="hourly", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
+                cron="0 * * * *", zone="UTC", question="ANSWER THE RERUN please",
+                created_at=now - 3601,
+            ))  # fmt: skip
+            await h.slack.wait_for(lambda: with_button(h, thread, "schedule_retry"), 30)
+            [failed] = with_button(h, thread, "schedule_retry")
+            await asyncio.gather(  # two people press it at once
+                h.slack.click_button(failed, "schedule_retry", user="U0HUMAN02"),
+                h.slack.click_button(failed, "schedule_retry", user="U0HUMAN01"),
+            )
+            await h.slack.wait_for(lambda: "There are 265 rows." in h.texts(thread), 30)
+            async with asyncio.timeout(30):  # the retry's end, recorded after its answer
+                while True:
+                    firings = await store.firings("hourly")
+                    if firings[0].outcome == "finished":
+                        break
+                    await asyncio.sleep(0.05)
+            stored = await store.get_schedule("hourly")
+        finally:
+            await store.close()
+    assert [f.outcome for f in firings] == ["finished", "failed"]
+    assert firings[0].fire_at == firings[1].fire_at + 0.001  # the retry, once for two clicks
+    assert "Retried by <@U0HUMAN0" in h.texts(thread)
+    assert stored is not None and stored.failures == 0 and stored.run_now_at is None

@@ -41,3 +41,25 @@ def test_the_list_shows_each_schedule(tmp_path: Path, monkeypatch, capsys) -> No
     assert "Europe/Warsaw; next Mon" in lines[0] and lines[0].endswith("last: finished")
     assert lines[1].startswith("hourly  paused (3 failed firings in a row)")
     assert lines[1].endswith("never fired")
+
+
+def test_run_now_asks_for_a_firing(tmp_path: Path, monkeypatch, capsys) -> None:
+    path = tmp_path / "store.db"
+    asyncio.run(seed(path))
+    monkeypatch.setenv("STORE_PATH", str(path))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert main(["schedules", "run-now", "hourly"]) == 0
+    assert "fires at the next tick" in capsys.readouterr().out
+    assert main(["schedules", "run-now", "nope"]) == 2
+    assert "No schedule 'nope'" in capsys.readouterr().err
+
+    async def stored() -> ScheduleRecord | None:
+        store = SqliteStore(path)
+        await store.open()
+        try:
+            return await store.get_schedule("hourly")
+        finally:
+            await store.close()
+
+    found = asyncio.run(stored())
+    assert found is not None and found.run_now_at is not None

@@ -148,6 +148,12 @@ def build_app(
         message_ts = str((body.get("message") or {}).get("ts") or "")
         await bot.schedule_buttons.cancel(action.get("value", ""), Click.of(body), message_ts)
 
+    @app.action(schedule_blocks.RETRY_ACTION)
+    async def retry_firing(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        await bot.schedule_buttons.retry(action.get("value", ""), Click.of(body), message_ts)
+
     @app.action(schedule_blocks.MANAGE_ACTIONS)
     async def manage(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()

@@ -57,6 +57,25 @@ class ScheduleButtons:
         text = schedule_blocks.cancelled(click.user)
         await self.web.update(click.channel, message_ts, text, [section(text)])
 
+    async def retry(self, value: str, click: Click, message_ts: str) -> None:
+        """Retry under a failed firing: that firing once more, at the next tick."""
+        schedule_id, _, at = value.partition("|")
+        schedule = await self.store.get_schedule(schedule_id) if self.store and at else None
+        if schedule is None or not click.in_thread(schedule.key):
+            await self._tell(click, GONE)
+            return
+        if refusal := self.policy.refusal(click.channel, click.user):
+            await self._tell(click, refusal)
+            return
+        assert self.store is not None
+        try:
+            await self.store.update_schedule(schedule_id, run_now_at=float(at))
+        except (NotFound, ValueError):
+            await self._tell(click, GONE)
+            return
+        text = schedule_blocks.retrying(click.user)
+        await self.web.update(click.channel, message_ts, text, [section(text)])
+
     async def _proposed(self, schedule_id: str, click: Click) -> ScheduleRecord | None:
         """The proposal the button names, when it still waits, in the thread clicked in."""
         if self.store is None:

@@ -81,7 +81,12 @@ class SlackFirings:
         if isinstance(result, RunFinished):
             await self._compare(ref, firing, [str(f["text"]) for f in figure_records(result)])
             return Fired("finished", run_id)
-        return Fired("failed" if isinstance(result, RunFailed) else "stopped", run_id)
+        if isinstance(result, RunFailed):
+            # A retry is due just after the failed firing: however often it is pressed, once.
+            text, blocks = schedule_blocks.failed(schedule.id, firing.due.timestamp() + 0.001)
+            await self._web.post(ref.channel, ref.ts, text, blocks)
+            return Fired("failed", run_id)
+        return Fired("stopped", run_id)
 
     async def _run_of(self, schedule: ScheduleRecord) -> str:
         """The run that answered the firing: the thread's latest asking its question."""

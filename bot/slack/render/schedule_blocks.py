@@ -10,6 +10,7 @@ from typing import Any
 from bot.slack.render.block_kit import escape, fit, section
 
 CONFIRM_ACTION = "schedule_confirm"
+RETRY_ACTION = "schedule_retry"
 CANCEL_ACTION = "schedule_cancel"
 QUESTION_MAX = 600  # characters of the question quoted in a message
 
@@ -64,6 +65,22 @@ def firing(words: str, late_by_s: float, missed: int) -> str:
         if missed:
             text += f" {missed} earlier firing{'s' if missed > 1 else ''} did not run."
     return text
+
+
+def failed(schedule_id: str, retry_at: float) -> tuple[str, list[dict[str, Any]]]:
+    """After a failed firing (its run said what failed): Retry, which fires it again once."""
+    text = "This scheduled run failed."
+    button = {
+        "type": "button",
+        "action_id": RETRY_ACTION,
+        "text": {"type": "plain_text", "text": "Retry"},
+        "value": f"{schedule_id}|{retry_at!r}",
+    }
+    return text, [section(text), {"type": "actions", "elements": [button]}]
+
+
+def retrying(by: str) -> str:
+    return f"This scheduled run failed. Retried by <@{by}>."
 
 
 def paused(failures: int, owner: str, editors: list[str]) -> str:
