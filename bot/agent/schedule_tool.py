@@ -31,6 +31,12 @@ class ScheduleRun(BaseModel):
         description="The analysis to rerun, as a question that stands on its own. Empty: the "
         "thread's question before this one.",
     )
+    new_message: bool = Field(
+        default=False,
+        description="Post each firing as a new message in the channel, with its run in that "
+        "message's thread (when they ask for that), instead of in this thread. A new thread "
+        "has none of this thread's files: use it for analyses of connections or repositories.",
+    )
 
 
 def proposed(parsed: ScheduleRun, min_interval_s: float) -> tuple[str, bool]:

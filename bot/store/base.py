@@ -177,6 +177,9 @@ class ScheduleRecord:
     failures: int = 0  # firings failed in a row; by end_firing
     # A firing asked for outside the cadence (Retry, run-now), due at this time: fired once.
     run_now_at: float | None = None
+    # thread: each firing is a run of the thread; channel: a new message in the channel,
+    # the run in its thread
+    post_as: str = "thread"
 
 
 @dataclass(frozen=True)

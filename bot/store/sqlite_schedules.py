@@ -13,7 +13,7 @@ from bot.store.values import text
 
 _COLUMNS = (
     "id, key, owner, cron, zone, question, created_at, state, paused_why, last_fire_at, "
-    "failures, run_now_at"
+    "failures, run_now_at, post_as"
 )
 
 
@@ -21,12 +21,13 @@ def save_schedule(conn: sqlite3.Connection, r: ScheduleRecord) -> None:
     values = {**asdict(r), "question": text(r.question)}
     conn.execute(
         f"INSERT INTO schedules ({_COLUMNS}) VALUES (:id, :key, :owner, :cron, :zone,"
-        " :question, :created_at, :state, :paused_why, :last_fire_at, :failures, :run_now_at)"
+        " :question, :created_at, :state, :paused_why, :last_fire_at, :failures, :run_now_at,"
+        " :post_as)"
         " ON CONFLICT (id) DO UPDATE SET key = excluded.key, owner = excluded.owner,"
         " cron = excluded.cron, zone = excluded.zone, question = excluded.question,"
         " state = excluded.state, paused_why = excluded.paused_why,"
         " last_fire_at = excluded.last_fire_at, failures = excluded.failures,"
-        " run_now_at = excluded.run_now_at",
+        " run_now_at = excluded.run_now_at, post_as = excluded.post_as",
         values,
     )
 

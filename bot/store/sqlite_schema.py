@@ -218,6 +218,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE schedules ADD COLUMN run_now_at REAL;
     """,
+    # 18: where a schedule posts its firings (its thread, or new messages in the channel).
+    """
+    ALTER TABLE schedules ADD COLUMN post_as TEXT NOT NULL DEFAULT 'thread';
+    """,
 )
 
 

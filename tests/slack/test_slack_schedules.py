@@ -226,3 +226,32 @@ async def test_a_failed_firing_can_be_retried_once(sandbox_root: Path, monkeypat
     assert firings[0].fire_at == firings[1].fire_at + 0.001  # the retry, once for two clicks
     assert "Retried by <@U0HUMAN0" in h.texts(thread)
     assert stored is not None and stored.failures == 0 and stored.run_now_at is None
+
+
+async def test_a_channel_schedule_posts_each_firing_as_a_new_message(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    world = fake_world(
+        "local", proposer, sandbox_root, monkeypatch, schedule_min_interval_s=3600,
+        schedule_tick_s=0.1,
+    )  # fmt: skip
+    async with world as h, bot_process(h):
+        thread = (await h.slack.post_user_message(CHANNEL, "a thread", mention=False))["ts"]
+        store = await store_of(h)
+        try:
+            await store.save_schedule(ScheduleRecord(
+                id="daily", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
+                cron="0 * * * *", zone="UTC", question="ANSWER THE RERUN please",
+                created_at=time.time() - 3601, post_as="channel",
+            ))  # fmt: skip
+            notes = lambda: [  # noqa: E731
+                m
+                for m in h.slack.bot_messages(CHANNEL)
+                if "Scheduled run" in str(m.get("text")) and not m.get("thread_ts")
+            ]
+            await h.slack.wait_for(notes, 30)
+            [note] = notes()
+            await h.slack.wait_for(lambda: "There are 265 rows." in h.texts(note["ts"]), 30)
+        finally:
+            await store.close()
+    assert "Scheduled run" not in h.texts(thread)  # the schedule's own thread stays quiet

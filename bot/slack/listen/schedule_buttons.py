@@ -11,7 +11,7 @@ from bot.schedules.cadence import Cadence
 from bot.slack.listen.policy import Policy
 from bot.slack.render import schedule_blocks
 from bot.slack.render.block_kit import section
-from bot.slack.threads import Click
+from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
 from bot.store.base import NotFound, ScheduleRecord, Store
 
@@ -61,7 +61,9 @@ class ScheduleButtons:
         """Retry under a failed firing: that firing once more, at the next tick."""
         schedule_id, _, at = value.partition("|")
         schedule = await self.store.get_schedule(schedule_id) if self.store and at else None
-        if schedule is None or not click.in_thread(schedule.key):
+        ref = ThreadRef.parse(schedule.key) if schedule else None
+        # in the schedule's channel: its firings may be threads of their own there
+        if schedule is None or ref is None or ref.channel != click.channel:
             await self._tell(click, GONE)
             return
         if refusal := self.policy.refusal(click.channel, click.user):

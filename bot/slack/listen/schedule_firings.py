@@ -72,12 +72,14 @@ class SlackFirings:
         now = time.time()
         words = Cadence(schedule.cron, schedule.zone).words(firing.due)
         late_by = now - firing.due.timestamp() if firing.late else 0.0
-        await self._web.post(
-            ref.channel, ref.ts, schedule_blocks.firing(words, late_by, firing.missed)
-        )
-        asked = await self._engine.ask(schedule.key, schedule.question, user=schedule.owner)
+        note = schedule_blocks.firing(words, late_by, firing.missed)
+        if schedule.post_as == "channel":  # a new message, the run in its thread
+            ref = ThreadRef(ref.team, ref.channel, await self._web.post(ref.channel, None, note))
+        else:
+            await self._web.post(ref.channel, ref.ts, note)
+        asked = await self._engine.ask(ref.key, schedule.question, user=schedule.owner)
         result = await asked
-        run_id = await self._run_of(schedule)
+        run_id = await self._run_of(ref.key, schedule.question)
         if isinstance(result, RunFinished):
             await self._compare(ref, firing, [str(f["text"]) for f in figure_records(result)])
             return Fired("finished", run_id)
@@ -88,10 +90,10 @@ class SlackFirings:
             return Fired("failed", run_id)
         return Fired("stopped", run_id)
 
-    async def _run_of(self, schedule: ScheduleRecord) -> str:
+    async def _run_of(self, key: str, question: str) -> str:
         """The run that answered the firing: the thread's latest asking its question."""
-        runs = await self._store.runs(schedule.key)
-        answering = [r for r in runs if schedule.question in r.question]
+        runs = await self._store.runs(key)
+        answering = [r for r in runs if question in r.question]
         return answering[-1].run_id if answering else ""
 
     async def _compare(self, ref: ThreadRef, firing: Firing, figures: list[str]) -> None:

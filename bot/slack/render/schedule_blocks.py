@@ -15,9 +15,13 @@ CANCEL_ACTION = "schedule_cancel"
 QUESTION_MAX = 600  # characters of the question quoted in a message
 
 
-def proposal(schedule_id: str, words: str, question: str, owner: str, note: str = "") -> list[Any]:
+def proposal(
+    schedule_id: str, words: str, question: str, owner: str, note: str = "", post_as: str = ""
+) -> list[Any]:
     """The proposal: the schedule in words, the question it reruns, and the buttons."""
     text = f"*Schedule this?* {escape(words)}\nEach firing reruns: {_quoted(question)}"
+    if post_as == "channel":
+        text += "\nEach firing is posted as a new message in the channel, its run in its thread."
     text += f"\n_Only <@{owner}> can confirm it._" + (f" {escape(note)}" if note else "")
 
     def button(action_id: str, label: str, style: str | None) -> dict[str, Any]:

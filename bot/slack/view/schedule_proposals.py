@@ -38,6 +38,7 @@ class ScheduleProposals:
         try:
             given = json.loads(call_input)
             cron, question = str(given["cron"]), str(given.get("question") or "")
+            post_as = "channel" if given.get("new_message") is True else "thread"
         except (ValueError, KeyError, TypeError):
             return  # the tool refused it already
         question = question.strip() or await self._earlier_question(ref, run_id)
@@ -54,6 +55,7 @@ class ScheduleProposals:
         record = ScheduleRecord(
             id=secrets.token_hex(6), key=ref.key, owner=asker, cron=made.expression,
             zone=made.zone, question=question, created_at=now.timestamp(), state="proposed",
+            post_as=post_as,
         )  # fmt: skip
         await self._store.save_schedule(record)
         words = made.words(now)
