@@ -215,9 +215,15 @@ class MeteredStore:
         return await self._call(self._store.claim_firing(schedule_id, fire_at, by, at))
 
     async def end_firing(
-        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+        self,
+        schedule_id: str,
+        fire_at: float,
+        outcome: str,
+        run_id: str = "",
+        cost_usd: float = 0.0,
     ) -> int:
-        return await self._call(self._store.end_firing(schedule_id, fire_at, outcome, run_id))
+        ended = self._store.end_firing(schedule_id, fire_at, outcome, run_id, cost_usd)
+        return await self._call(ended)
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         return await self._call(self._store.firings(schedule_id, limit))

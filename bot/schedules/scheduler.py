@@ -42,6 +42,7 @@ class Fired:
 
     outcome: str
     run_id: str = ""
+    cost_usd: float = 0.0
 
 
 HANDED_OFF = "handed_off"
@@ -128,7 +129,7 @@ class Scheduler:
         `max_failures` failures in a row."""
         schedule = firing.schedule
         failures = await self._store.end_firing(
-            schedule.id, firing.due.timestamp(), fired.outcome, fired.run_id
+            schedule.id, firing.due.timestamp(), fired.outcome, fired.run_id, fired.cost_usd
         )
         if fired.outcome == "failed" and failures >= self._max_failures:
             why = f"{failures} failed firings in a row"

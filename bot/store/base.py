@@ -192,6 +192,7 @@ class FiringRecord:
     claimed_at: float
     outcome: str = ""  # "" while it goes; then a RunOutcome, or "skipped"
     run_id: str = ""
+    cost_usd: float = 0.0  # what its run cost
 
 
 class SessionStore(Protocol):
@@ -427,10 +428,15 @@ class ScheduleStore(Protocol):
         ...
 
     async def end_firing(
-        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+        self,
+        schedule_id: str,
+        fire_at: float,
+        outcome: str,
+        run_id: str = "",
+        cost_usd: float = 0.0,
     ) -> int:
-        """Record how a firing ended; returns the schedule's failures in a row after it
-        (a finished firing sets it to 0, a failed one adds 1)."""
+        """Record how a firing ended, and what its run cost; returns the schedule's
+        failures in a row after it (a finished firing sets it to 0, a failed one adds 1)."""
         ...
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:

@@ -34,6 +34,7 @@ if raw then
   if firing['outcome'] == '' then
     firing['outcome'] = ARGV[2]
     firing['run_id'] = ARGV[3]
+    firing['cost_usd'] = tonumber(ARGV[4])
     redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(firing))
     if ARGV[2] == 'failed' then
       redis.call('HINCRBY', KEYS[1], 'failures', 1)
@@ -106,9 +107,12 @@ class RedisSchedules:
         ]
         return bool(await self._claim(keys=keys, args=[repr(fire_at), firing, repr(fire_at)]))
 
-    async def end(self, schedule_id: str, fire_at: float, outcome: str, run_id: str) -> int:
+    async def end(
+        self, schedule_id: str, fire_at: float, outcome: str, run_id: str, cost_usd: float
+    ) -> int:
         keys = [self._keys.schedule(schedule_id), self._keys.firings(schedule_id)]
-        failures = int(await self._end(keys=keys, args=[repr(fire_at), outcome, run_id]))
+        args = [repr(fire_at), outcome, run_id, repr(float(cost_usd))]
+        failures = int(await self._end(keys=keys, args=args))
         if failures < 0:
             raise NotFound(f"no schedule {schedule_id!r}")
         return failures

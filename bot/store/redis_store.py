@@ -323,10 +323,15 @@ class RedisStore:
             return await self._schedules.claim(schedule_id, fire_at, by, at)
 
     async def end_firing(
-        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+        self,
+        schedule_id: str,
+        fire_at: float,
+        outcome: str,
+        run_id: str = "",
+        cost_usd: float = 0.0,
     ) -> int:
         with self._errors():
-            return await self._schedules.end(schedule_id, fire_at, outcome, run_id)
+            return await self._schedules.end(schedule_id, fire_at, outcome, run_id, cost_usd)
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         with self._errors():

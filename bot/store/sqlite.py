@@ -266,9 +266,16 @@ class SqliteStore:
         return await self._write(schedules.claim_firing, schedule_id, fire_at, by, at)
 
     async def end_firing(
-        self, schedule_id: str, fire_at: float, outcome: str, run_id: str = ""
+        self,
+        schedule_id: str,
+        fire_at: float,
+        outcome: str,
+        run_id: str = "",
+        cost_usd: float = 0.0,
     ) -> int:
-        return await self._write(schedules.end_firing, schedule_id, fire_at, outcome, run_id)
+        return await self._write(
+            schedules.end_firing, schedule_id, fire_at, outcome, run_id, cost_usd
+        )
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         return await self._read(schedules.firings, schedule_id, limit)

@@ -77,12 +77,17 @@ def claim_firing(
 
 
 def end_firing(
-    conn: sqlite3.Connection, schedule_id: str, fire_at: float, outcome: str, run_id: str
+    conn: sqlite3.Connection,
+    schedule_id: str,
+    fire_at: float,
+    outcome: str,
+    run_id: str,
+    cost_usd: float,
 ) -> int:
     ended = conn.execute(
-        "UPDATE firings SET outcome = ?, run_id = ? WHERE schedule_id = ? AND fire_at = ?"
-        " AND outcome = ''",
-        (outcome, run_id, schedule_id, fire_at),
+        "UPDATE firings SET outcome = ?, run_id = ?, cost_usd = ? WHERE schedule_id = ?"
+        " AND fire_at = ? AND outcome = ''",
+        (outcome, run_id, cost_usd, schedule_id, fire_at),
     ).rowcount
     if ended:
         failures = "failures + 1" if outcome == "failed" else "0"
@@ -95,7 +100,8 @@ def end_firing(
 
 def firings(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[FiringRecord]:
     rows = conn.execute(
-        "SELECT schedule_id, fire_at, claimed_by, claimed_at, outcome, run_id FROM firings"
+        "SELECT schedule_id, fire_at, claimed_by, claimed_at, outcome, run_id, cost_usd"
+        " FROM firings"
         " WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT ?",
         (schedule_id, limit),
     )

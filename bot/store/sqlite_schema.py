@@ -222,6 +222,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE schedules ADD COLUMN post_as TEXT NOT NULL DEFAULT 'thread';
     """,
+    # 19: what each firing's run cost (the month's schedule spend).
+    """
+    ALTER TABLE firings ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+    """,
 )
 
 

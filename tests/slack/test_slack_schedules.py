@@ -157,13 +157,16 @@ async def test_the_channel_list_pauses_resumes_and_deletes(sandbox_root: Path, m
                 id="elsewhere", key=f"{h.slack.team_id}:C0OTHER01:1.0", owner="U0HUMAN01",
                 cron="0 9 * * 1", zone="UTC", question="?", created_at=3.0,
             ))  # fmt: skip
+            fired_at = time.time()  # this month, whenever the test runs
+            await store.claim_firing("mine", fired_at, "r", fired_at)
+            await store.end_firing("mine", fired_at, "finished", "run-x", 0.25)
             await h.slack.slash_command("/analyze", "schedules")
             listed = lambda: [  # noqa: E731
                 m for m in h.slack.bot_messages(CHANNEL) if "Schedules in this channel" in str(m)
             ]
             await h.slack.wait_for(listed, 10)
             [message] = listed()
-            shown = json.dumps(message["blocks"])
+            shown = json.dumps(message["blocks"], ensure_ascii=False)
             ephemerals = len(h.slack.ephemerals)
             await h.slack.click_button(message, "schedule_pause:theirs")
             await h.slack.wait_for(lambda: len(h.slack.ephemerals) > ephemerals, 10)
@@ -181,9 +184,10 @@ async def test_the_channel_list_pauses_resumes_and_deletes(sandbox_root: Path, m
             left = [s.id for s in await store.list_schedules()]
         finally:
             await store.close()
-    assert "Schedules in this channel* (2)" in shown and "C0OTHER01" not in shown
+    assert "Schedules in this channel* (2) · spent this month: $0.25" in shown
+    assert "C0OTHER01" not in shown
     assert "At 09:00, only on Monday, Europe/Warsaw; next Mon" in shown
-    assert "owner <@U0HUMAN01>" in shown and "not fired yet" in shown
+    assert "owner <@U0HUMAN01>" in shown and "last: finished" in shown
     assert "Only <@U0HUMAN02> or the schedule editors" in refused
     assert paused is not None and paused.state == "paused"
     assert resumed is not None and (resumed.state, resumed.failures) == ("active", 0)

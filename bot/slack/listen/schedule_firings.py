@@ -80,14 +80,15 @@ class SlackFirings:
         asked = await self._engine.ask(ref.key, schedule.question, user=schedule.owner)
         result = await asked
         run_id = await self._run_of(ref.key, schedule.question)
+        cost = (result.cost_usd or 0.0) if isinstance(result, RunFinished | RunFailed) else 0.0
         if isinstance(result, RunFinished):
             await self._compare(ref, firing, [str(f["text"]) for f in figure_records(result)])
-            return Fired("finished", run_id)
+            return Fired("finished", run_id, cost)
         if isinstance(result, RunFailed):
             # A retry is due just after the failed firing: however often it is pressed, once.
             text, blocks = schedule_blocks.failed(schedule.id, firing.due.timestamp() + 0.001)
             await self._web.post(ref.channel, ref.ts, text, blocks)
-            return Fired("failed", run_id)
+            return Fired("failed", run_id, cost)
         return Fired("stopped", run_id)
 
     async def _run_of(self, key: str, question: str) -> str:

@@ -17,6 +17,7 @@ from bot.store.base import NotFound, ScheduleRecord, Store
 
 NOT_YOURS = "Only <@{owner}> or the schedule editors can change this schedule."
 GONE = "That schedule is gone."
+MONTH_FIRINGS = 800  # an hourly schedule's month and more: what the month's spend reads
 
 
 class ScheduleList:
@@ -64,19 +65,21 @@ class ScheduleList:
     async def _drawn(self, team: str, channel: str) -> tuple[str, list[dict[str, Any]]]:
         assert self.store is not None
         now = datetime.fromtimestamp(time.time(), UTC)
-        entries = []
+        month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
+        entries, spent = [], 0.0
         for schedule in await self.store.list_schedules():
             ref = ThreadRef.parse(schedule.key)
             if ref is None or (ref.team, ref.channel) != (team, channel):
                 continue
             if schedule.state == "proposed":
                 continue
-            last = await self.store.firings(schedule.id, limit=1)
-            result = (last[0].outcome or "running") if last else "not fired yet"
+            firings = await self.store.firings(schedule.id, limit=MONTH_FIRINGS)
+            spent += sum(f.cost_usd for f in firings if f.fire_at >= month)
+            result = (firings[0].outcome or "running") if firings else "not fired yet"
             words = Cadence(schedule.cron, schedule.zone).words(now)
             line = schedule_blocks.list_line(
                 words, schedule.state, schedule.paused_why, schedule.owner, result,
                 f"thread {ref.ts}",
             )  # fmt: skip
             entries.append((schedule.id, schedule.state, line))
-        return schedule_blocks.listing(entries)
+        return schedule_blocks.listing(entries, spent)

@@ -119,12 +119,15 @@ LIST_MAX = 15  # schedules shown in one list message (three blocks each, within 
 MANAGE_ACTIONS = re.compile(rf"^({PAUSE_ACTION}|{RESUME_ACTION}|{DELETE_ACTION}):")
 
 
-def listing(entries: Sequence[tuple[str, str, str]]) -> tuple[str, list[dict[str, Any]]]:
-    """The channel's schedules: (id, state, line) each, with the buttons its state offers."""
+def listing(
+    entries: Sequence[tuple[str, str, str]], spent_usd: float = 0.0
+) -> tuple[str, list[dict[str, Any]]]:
+    """The channel's schedules: (id, state, line) each, with the buttons its state offers,
+    and what their firings cost this month."""
     if not entries:
         text = 'No schedules in this channel. Ask in a thread: "every Monday at 9 post this again".'
         return text, [section(text)]
-    head = f"*Schedules in this channel* ({len(entries)})"
+    head = f"*Schedules in this channel* ({len(entries)}) · spent this month: ${spent_usd:.2f}"
     blocks: list[dict[str, Any]] = [section(head)]
     for schedule_id, state, line in entries[:LIST_MAX]:
         toggle = (RESUME_ACTION, "Resume") if state == "paused" else (PAUSE_ACTION, "Pause")
