@@ -259,3 +259,34 @@ async def test_a_channel_schedule_posts_each_firing_as_a_new_message(
         finally:
             await store.close()
     assert "Scheduled run" not in h.texts(thread)  # the schedule's own thread stays quiet
+
+
+async def test_a_late_firing_says_so_and_a_third_failure_pauses(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    world = fake_world(
+        "local", proposer, sandbox_root, monkeypatch, schedule_min_interval_s=3600,
+        schedule_tick_s=0.1, schedule_editors="U0EDITOR1",
+    )  # fmt: skip
+    async with world as h, bot_process(h):
+        thread = (await h.slack.post_user_message(CHANNEL, "a thread", mention=False))["ts"]
+        h.model.fail_next(1, http_error(400))
+        store = await store_of(h)
+        try:
+            minute = (time.gmtime().tm_min - 10) % 60  # last due 10 minutes ago: late
+            await store.save_schedule(ScheduleRecord(  # down for 3 hours, 2 failures so far
+                id="hourly", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
+                cron=f"{minute} * * * *", zone="UTC", question="ANSWER THE RERUN please",
+                created_at=time.time() - 4 * 3600, failures=2,
+            ))  # fmt: skip
+            await h.slack.wait_for(lambda: "is paused after 3 failed" in h.texts(thread), 30)
+            stored = await store.get_schedule("hourly")
+            firings = await store.firings("hourly")
+        finally:
+            await store.close()
+    said = h.texts(thread)
+    assert "late: the bot was not running when it was due." in said
+    assert "earlier firings did not run." in said and len(firings) == 1
+    assert "<@U0HUMAN01>, <@U0EDITOR1> can resume it with `/analyze schedules`" in said
+    assert stored is not None and stored.state == "paused"
+    assert stored.paused_why == "3 failed firings in a row"
