@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from bot.store.base import ScheduleRecord, SessionRecord
 from bot.store.sqlite import SqliteStore
 from tests.fakes.anthropic import Reply, http_error, text, tool_use
 from tests.fakes.slack import DEFAULT_SCOPES
+from tests.git_http import GIT_ENV, make_repo
 from tests.slack.test_slack_show_work import with_button
 from tests.slack_harness import CHANNEL, Harness, bot_process, fake_world
 
@@ -290,3 +293,53 @@ async def test_a_late_firing_says_so_and_a_third_failure_pauses(
     assert "<@U0HUMAN01>, <@U0EDITOR1> can resume it with `/analyze schedules`" in said
     assert stored is not None and stored.state == "paused"
     assert stored.paused_why == "3 failed firings in a row"
+
+
+async def test_a_firing_in_a_repository_thread_reads_the_newest_commit(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """/analyze's thread: the firing's sandbox is a fresh one, which fetches the repository
+    again, so a file committed since the thread began is there."""
+    repo = make_repo(sandbox_root / "srv", {"data.csv": b"a,b\n1,2\n"})
+    url = "https://git.example.com/acme/data"
+
+    def lister(req):  # each question: list the repository, then say what is there
+        if not (results := req.tool_results()):
+            return Reply([tool_use("list_files", {"path": "/buddy/data"})])
+        return Reply([text("found: " + results[-1].text)])
+
+    world = fake_world(
+        "buddy", lister, sandbox_root, monkeypatch, schedule_min_interval_s=3600,
+        schedule_tick_s=0.1,
+    )  # fmt: skip
+    async with world as h, bot_process(h):
+        assert h.buddy is not None
+        h.buddy.repos[url] = repo
+        await h.slack.wait_for_ack(await h.slack.slash_command("/analyze", url))
+        started = lambda: [  # noqa: E731
+            m for m in h.slack.bot_messages(CHANNEL) if "asked me to analyze" in str(m.get("text"))
+        ]
+        await h.slack.wait_for(started, 30)
+        thread = started()[0]["ts"]
+        await h.slack.wait_for(lambda: "found:" in h.texts(thread), 60)
+        commit(repo, "later.csv", b"c\n3\n")
+        store = await store_of(h)
+        try:
+            await store.save_schedule(ScheduleRecord(
+                id="hourly", key=f"{h.slack.team_id}:{CHANNEL}:{thread}", owner="U0HUMAN01",
+                cron="0 * * * *", zone="UTC", question="What is in the repository?",
+                created_at=time.time() - 3601,
+            ))  # fmt: skip
+            await h.slack.wait_for(lambda: "later.csv" in h.texts(thread), 60)
+        finally:
+            await store.close()
+
+
+def commit(bare: Path, name: str, data: bytes) -> None:
+    """A new commit on the bare repository's main branch, adding `name`."""
+    work = bare.parent / "work"
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "clone", "-q", str(bare), str(work)], env=env, check=True)
+    (work / name).write_bytes(data)
+    for args in (["add", name], ["commit", "-qm", f"add {name}"], ["push", "-q"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True)

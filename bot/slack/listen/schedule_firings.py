@@ -77,6 +77,7 @@ class SlackFirings:
             ref = ThreadRef(ref.team, ref.channel, await self._web.post(ref.channel, None, note))
         else:
             await self._web.post(ref.channel, ref.ts, note)
+            await self._fresh_repository(ref.key)
         asked = await self._engine.ask(ref.key, schedule.question, user=schedule.owner)
         result = await asked
         run_id = await self._run_of(ref.key, schedule.question)
@@ -90,6 +91,14 @@ class SlackFirings:
             await self._web.post(ref.channel, ref.ts, text, blocks)
             return Fired("failed", run_id, cost)
         return Fired("stopped", run_id)
+
+    async def _fresh_repository(self, key: str) -> None:
+        """A thread analysing a repository gets a fresh sandbox, which fetches it again: the
+        firing runs on its newest commit. (Its files come again too; the kernel starts
+        afresh, and the model is told.) A person's run going there is waited for."""
+        session = await self._engine.open(key, start=False)
+        if session.repo_url:
+            await session.suspend()
 
     async def _run_of(self, key: str, question: str) -> str:
         """The run that answered the firing: the thread's latest asking its question."""
