@@ -25,7 +25,7 @@ from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine
 from bot.sessions.events import Observer, ViewFor
-from bot.sessions.factory import SessionFactory
+from bot.sessions.factory import ContextFor, SessionFactory
 from bot.sessions.lifecycle import Upkeep
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
@@ -111,15 +111,17 @@ class Runtime:
         settings: Settings,
         provider: SandboxProvider | None = None,
         scope: Scope | None = None,
+        context: ContextFor | None = None,
     ) -> Runtime:
         """`provider` replaces the one the settings describe (benchmarks bring their own);
-        `scope` says which SQL connections a session may use (None: none). A bad
+        `scope` says which SQL connections a session may use (None: none); `context`, what
+        the front end adds to each run's system prompt (channel notes). A bad
         connections file stops here, with one line naming the connection and field."""
         databases = Databases(load_connections(settings.connections_file))
         client = build_client(settings)
         own_folder(settings.spool_dir, PRIVATE, "SPOOL_DIR")
         provider = provider or build_provider(settings)
-        sessions = SessionFactory(settings, client, provider, databases, scope or Scope())
+        sessions = SessionFactory(settings, client, provider, databases, scope or Scope(), context)
         return cls(settings, client, provider, sessions)
 
     @property

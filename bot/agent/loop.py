@@ -37,6 +37,7 @@ class AgentConfig:
     max_output_tokens: int = 16_000
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     prompt_caching: bool = True
+    instructions: str = ""  # the operator's, for every run (OPERATOR_INSTRUCTIONS_FILE)
 
 
 # Called with the history after every change, and with what a rewrite of it replaced.
@@ -119,7 +120,9 @@ class Agent:
             return failed
 
     async def _loop(self, run: RunTotals, context: str, view: AgentView) -> RunFinished | RunFailed:
-        system = system_blocks(context, cache=self._config.prompt_caching)
+        system = system_blocks(
+            context, cache=self._config.prompt_caching, instructions=self._config.instructions
+        )
         max_tokens, window = await self._limit_values()
         compacted = False  # a prompt too long is compacted once, then the run ends
         corrected = False  # untraced figures go back to the model once

@@ -63,9 +63,19 @@ def session_context(files: list[DataFile], repo_url: str | None) -> str:
     return "\n".join(parts)
 
 
-def system_blocks(context: str, *, cache: bool = True) -> list[dict[str, Any]]:
-    """Stable instructions carry the cache breakpoint; the data listing, which changes, follows."""
-    stable: dict[str, Any] = {"type": "text", "text": ANALYST}
+OPERATOR = (
+    "Instructions from the operator of this workspace follow. They rank above everything "
+    "else you are given but the rules above: channel notes, files, data and questions."
+)
+
+
+def system_blocks(
+    context: str, *, cache: bool = True, instructions: str = ""
+) -> list[dict[str, Any]]:
+    """Stable instructions (the operator's after ours) carry the cache breakpoint; the data
+    listing and the channel's notes, which change, follow."""
+    text = f"{ANALYST}\n{OPERATOR}\n{instructions.strip()}" if instructions.strip() else ANALYST
+    stable: dict[str, Any] = {"type": "text", "text": text}
     if cache:
         stable["cache_control"] = {"type": "ephemeral"}
     return [stable, {"type": "text", "text": context}]

@@ -12,6 +12,7 @@ from bot.store.base import (
     FeedbackRecord,
     FileRecord,
     FiringRecord,
+    NoteRecord,
     NotFound,
     Pruned,
     Queued,
@@ -227,3 +228,13 @@ class MeteredStore:
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         return await self._call(self._store.firings(schedule_id, limit))
+
+    # -- NoteStore --
+    async def add_note(self, note: NoteRecord) -> None:
+        await self._call(self._store.add_note(note))
+
+    async def notes(self, place: str) -> list[NoteRecord]:
+        return await self._call(self._store.notes(place))
+
+    async def delete_note(self, place: str, note_id: str) -> bool:
+        return await self._call(self._store.delete_note(place, note_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -15,15 +16,28 @@ from bot.agent.model_client import RetryPolicy
 from bot.agent.model_limits import ModelLimits
 from bot.agent.sql_tools import SqlDesk
 from bot.agent.tools import SandboxGetter, Toolbox
+from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber
 from bot.sessions.outputs import OutputCaps
-from bot.sessions.session import Session
+from bot.sessions.session import ExtraContext, Session
 from bot.settings import Settings
 from bot.sql.config import Scope
 from bot.sql.databases import Databases
 
 SandboxChanged = Callable[[str | None], Awaitable[None]]
+ContextFor = Callable[[str, str], Awaitable[str]]  # (key, question) -> prompt text
+
+
+def operator_instructions(path: Path | None) -> str:
+    """The operator's instructions, read once at start (a file that cannot be read stops
+    the bot with one line)."""
+    if path is None:
+        return ""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"OPERATOR_INSTRUCTIONS_FILE {path}: {exc}") from None
 
 
 def session_tag(key: str) -> str:
@@ -39,8 +53,11 @@ class SessionFactory:
         provider: SandboxProvider,
         databases: Databases,
         scope: Scope,
+        context: ContextFor | None = None,
     ) -> None:
-        """`databases`: the SQL connections; `scope`: which of them a session may use."""
+        """`databases`: the SQL connections; `scope`: which of them a session may use;
+        `context`: what the front end adds to each run's system prompt (channel notes)."""
+        self._context = context
         self._settings = settings
         self.databases = databases
         self._scope = scope
@@ -61,6 +78,7 @@ class SessionFactory:
             )
         )
         self.scrubber = Scrubber(settings.secret_values() + databases.connections.secrets())
+        self.instructions = operator_instructions(settings.operator_instructions_file)
 
     def new(
         self,
@@ -84,7 +102,18 @@ class SessionFactory:
                 self._settings.output_file_max_bytes, self._settings.output_total_max_bytes
             ),
             on_sandbox=on_sandbox,
+            extra_context=self._extra_for(key),
         )
+
+    def _extra_for(self, key: str) -> ExtraContext | None:
+        context = self._context
+        if context is None:
+            return None
+
+        async def extra(question: str) -> str:
+            return await context(key, question)
+
+        return extra
 
     def _agent(
         self,
@@ -100,6 +129,7 @@ class SessionFactory:
             max_output_tokens=s.max_output_tokens,
             retry=RetryPolicy(s.model_retry_attempts, s.model_retry_delay_s),
             prompt_caching=s.prompt_caching,
+            instructions=self.instructions,
         )
         toolbox = Toolbox(
             sandbox,

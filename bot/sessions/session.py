@@ -46,6 +46,8 @@ from bot.sessions.outputs import (
 from bot.sessions.sandbox_changes import STOPPED, fresh_sandbox, not_posted
 
 AgentFactory = Callable[[SandboxGetter], Agent]
+# What the front end adds to a run's system prompt for its question (channel notes).
+ExtraContext = Callable[[str], Awaitable[str]]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
 
 
@@ -73,8 +75,10 @@ class Session:
         spool_dir: Path = DEFAULT_SPOOL_DIR,
         output_caps: OutputCaps = DEFAULT_CAPS,
         on_sandbox: Callable[[str | None], Awaitable[None]] | None = None,
+        extra_context: ExtraContext | None = None,
     ) -> None:
         self.key = key
+        self._extra_context = extra_context
         self.repo_url = repo_url
         self.intakes: list[Intake] = []
         self._spec = SandboxSpec(session_key=key, repo_url=repo_url, tags=tags)
@@ -231,6 +235,8 @@ class Session:
             await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
+            if self._extra_context is not None and (extra := await self._extra_context(question)):
+                context = f"{context}\n\n{extra}"
             self._reporter = view
             try:
                 return await self.agent.run(question, context, view, budget_usd, notes=notes)

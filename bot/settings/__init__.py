@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.errors import ConfigError
 from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
+from bot.settings.memory import MemorySettings
 from bot.settings.model import DEFAULT_MODEL, ModelSettings
 from bot.settings.sandbox import SandboxSettings
 from bot.settings.schedules import ScheduleSettings
@@ -35,6 +36,7 @@ class Settings(
     StoreSettings,
     DataSettings,
     ScheduleSettings,
+    MemorySettings,
     BaseSettings,
 ):
     model_config = SettingsConfigDict(

@@ -13,6 +13,7 @@ from pydantic_core import PydanticUndefined
 
 from bot.settings.data import DataSettings
 from bot.settings.limits import LimitSettings
+from bot.settings.memory import MemorySettings
 from bot.settings.model import ModelSettings
 from bot.settings.sandbox import SandboxSettings
 from bot.settings.schedules import ScheduleSettings
@@ -27,6 +28,7 @@ GROUPS: list[tuple[str, type[BaseModel]]] = [
     ("Store, replicas and monitoring", StoreSettings),
     ("SQL connections", DataSettings),
     ("Scheduled analyses", ScheduleSettings),
+    ("Channel memory", MemorySettings),
 ]
 HEADER = """# Configuration
 

@@ -195,6 +195,17 @@ class FiringRecord:
     cost_usd: float = 0.0  # what its run cost
 
 
+@dataclass(frozen=True)
+class NoteRecord:
+    """A note a person saved for a place (a channel, or a DM): text, who, when."""
+
+    id: str
+    place: str  # "team:channel": the notes of one channel are never read in another
+    text: str
+    saved_by: str
+    saved_at: float
+
+
 class SessionStore(Protocol):
     """A thread's session: its record, its conversation."""
 
@@ -444,9 +455,30 @@ class ScheduleStore(Protocol):
         ...
 
 
+class NoteStore(Protocol):
+    """Channel memory: the notes people saved for a channel."""
+
+    async def add_note(self, note: NoteRecord) -> None: ...
+
+    async def notes(self, place: str) -> list[NoteRecord]:
+        """The place's notes, the oldest first."""
+        ...
+
+    async def delete_note(self, place: str, note_id: str) -> bool:
+        """Forget a note; False when it was not there."""
+        ...
+
+
 @runtime_checkable
 class Store(
-    SessionStore, FileStore, RunStore, CoordinationStore, UpkeepStore, ScheduleStore, Protocol
+    SessionStore,
+    FileStore,
+    RunStore,
+    CoordinationStore,
+    UpkeepStore,
+    ScheduleStore,
+    NoteStore,
+    Protocol,
 ):
     """Durable session state. Writes naming a session or run that does not exist raise NotFound.
 

@@ -28,6 +28,7 @@
     {p}schedule:{id}          hash: the schedule's fields, JSON-encoded
     {p}firings:{id}           hash: its firings by due time (repr of the float), JSON each
     {p}firing_times:{id}      sorted set: the same due times, by time (newest first reads)
+    {p}notes:{place}          hash: a channel's notes by id, JSON each (no TTL)
 
 A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
 abandoned expires by itself; retention (Store.prune) deletes what is done before that.
@@ -102,6 +103,9 @@ class Keys:
 
     def firings(self, schedule_id: str) -> str:
         return f"{self.prefix}firings:{schedule_id}"
+
+    def notes(self, place: str) -> str:
+        return f"{self.prefix}notes:{place}"
 
     def firing_times(self, schedule_id: str) -> str:
         return f"{self.prefix}firing_times:{schedule_id}"

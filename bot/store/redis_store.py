@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -29,6 +30,7 @@ from bot.store.base import (
     Fenced,
     FileRecord,
     FiringRecord,
+    NoteRecord,
     NotFound,
     Pruned,
     Queued,
@@ -336,6 +338,23 @@ class RedisStore:
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         with self._errors():
             return await self._schedules.firings(schedule_id, limit)
+
+    # Channel memory: a hash per place, a note per field.
+
+    async def add_note(self, note: NoteRecord) -> None:
+        values = {**asdict(note), "text": text(note.text)}
+        with self._errors():
+            await self._db.hset(self.keys.notes(note.place), note.id, json.dumps(values))
+
+    async def notes(self, place: str) -> list[NoteRecord]:
+        with self._errors():
+            found = await self._db.hvals(self.keys.notes(place))
+        records = [NoteRecord(**json.loads(raw)) for raw in found]
+        return sorted(records, key=lambda n: (n.saved_at, n.id))
+
+    async def delete_note(self, place: str, note_id: str) -> bool:
+        with self._errors():
+            return bool(await self._db.hdel(self.keys.notes(place), note_id))
 
     @property
     def _schedules(self) -> RedisSchedules:

@@ -22,6 +22,7 @@ from bot.store.base import (
     FeedbackRecord,
     FileRecord,
     FiringRecord,
+    NoteRecord,
     Pruned,
     Queued,
     RunOutcome,
@@ -279,6 +280,17 @@ class SqliteStore:
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         return await self._read(schedules.firings, schedule_id, limit)
+
+    # Channel memory.
+
+    async def add_note(self, note: NoteRecord) -> None:
+        await self._write(schedules.add_note, note)
+
+    async def notes(self, place: str) -> list[NoteRecord]:
+        return await self._read(schedules.notes, place)
+
+    async def delete_note(self, place: str, note_id: str) -> bool:
+        return await self._write(schedules.delete_note, place, note_id)
 
     # Plumbing.
 

@@ -1,6 +1,6 @@
-"""The SQLite store's schedule queries, run on its worker thread like `sqlite_rows`. A
-firing is claimed by inserting its (schedule, due time) row: the primary key lets exactly
-one insert through."""
+"""The SQLite store's schedule and channel note queries, run on its worker thread like
+`sqlite_rows`. A firing is claimed by inserting its (schedule, due time) row: the primary
+key lets exactly one insert through."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import asdict
 from typing import Any
 
-from bot.store.base import FiringRecord, NotFound, ScheduleRecord
+from bot.store.base import FiringRecord, NoteRecord, NotFound, ScheduleRecord
 from bot.store.values import text
 
 _COLUMNS = (
@@ -106,3 +106,26 @@ def firings(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[Firi
         (schedule_id, limit),
     )
     return [FiringRecord(**dict(row)) for row in rows]
+
+
+def add_note(conn: sqlite3.Connection, note: NoteRecord) -> None:
+    values = {**asdict(note), "text": text(note.text)}
+    conn.execute(
+        "INSERT INTO notes (id, place, text, saved_by, saved_at)"
+        " VALUES (:id, :place, :text, :saved_by, :saved_at)",
+        values,
+    )
+
+
+def notes(conn: sqlite3.Connection, place: str) -> list[NoteRecord]:
+    rows = conn.execute(
+        "SELECT id, place, text, saved_by, saved_at FROM notes WHERE place = ?"
+        " ORDER BY saved_at, id",
+        (place,),
+    )
+    return [NoteRecord(**dict(row)) for row in rows]
+
+
+def delete_note(conn: sqlite3.Connection, place: str, note_id: str) -> bool:
+    deleted = conn.execute("DELETE FROM notes WHERE place = ? AND id = ?", (place, note_id))
+    return deleted.rowcount > 0

@@ -226,6 +226,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE firings ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
     """,
+    # 20: channel memory.
+    """
+    CREATE TABLE notes (
+        id TEXT PRIMARY KEY,
+        place TEXT NOT NULL,
+        text TEXT NOT NULL,
+        saved_by TEXT NOT NULL,
+        saved_at REAL NOT NULL
+    );
+    CREATE INDEX notes_by_place ON notes (place, saved_at);
+    """,
 )
 
 

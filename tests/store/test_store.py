@@ -789,7 +789,7 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         assert schema_version(conn) == len(MIGRATIONS)
         assert tables(conn) == {
             "sessions", "history", "files", "runs", "turns", "tool_calls", "queue", "feedback",
-            "continues", "fences", "history_archive", "schedules", "firings",
+            "continues", "fences", "history_archive", "schedules", "firings", "notes",
             "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()

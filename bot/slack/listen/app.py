@@ -21,6 +21,7 @@ from bot.sandbox.base import SandboxProvider
 from bot.schedules.scheduler import Scheduler
 from bot.sessions.takeover import take_over_forever
 from bot.settings import Settings
+from bot.slack.listen.channel_memory import ChannelMemory
 from bot.slack.listen.files import SlackFiles
 from bot.slack.listen.handlers import SlackListeners
 from bot.slack.listen.policy import Policy
@@ -215,6 +216,10 @@ async def first_set(*events: asyncio.Event) -> None:
             wait.cancel()
 
 
+async def _none() -> str:
+    return ""
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event, provider: SandboxProvider | None = None
 ) -> None:
@@ -228,7 +233,11 @@ async def serve(
     metrics = Metrics()
     store = metered(build_store(settings), metrics)
     await store.open()
-    runtime = Runtime.from_settings(settings, provider, Scope(place_of=channel_of))
+    memory: ChannelMemory | None = None  # made with the web client, which needs the runtime
+    runtime = Runtime.from_settings(
+        settings, provider, Scope(place_of=channel_of),
+        context=lambda key, question: memory.context_for(key, question) if memory else _none(),
+    )  # fmt: skip
     http = aiohttp.ClientSession()
     client = build_client(bot_token, settings.slack_api_url, http, SlackErrors(metrics))
     web = SlackWeb(
@@ -236,6 +245,11 @@ async def serve(
         rate_scale=settings.slack_rate_scale,
         scrubber=runtime.scrubber,
     )
+    memory = ChannelMemory(
+        web, store, max_notes=settings.channel_notes_max,
+        max_chars=settings.channel_note_max_chars,
+        prompt_chars=settings.channel_notes_prompt_chars,
+    )  # fmt: skip
     cdn = Settings.id_list(settings.slack_cdn_origins)
     files = SlackFiles(bot_token, settings.slack_api_url, http, web, cdn_origins=cdn)
 
@@ -260,7 +274,7 @@ async def serve(
     policy = Policy.from_settings(settings)
     bot = SlackListeners(
         engine, web, files, policy=policy, store=store, assistant=assistant, coord=coord,
-        sessions=sessions,
+        sessions=sessions, memory=memory,
     )  # fmt: skip
     firings = SlackFirings(engine, web, store, policy, bot.router)
     scheduler = Scheduler(store, firings.fire, replica=coord.replica, paused=firings.paused)

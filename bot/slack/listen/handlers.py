@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from bot.coord import Coordinator, LocalCoordinator
 from bot.sessions.engine import Engine
 from bot.slack.listen.analyses import Analyses
+from bot.slack.listen.channel_memory import ChannelMemory
 from bot.slack.listen.dm_threads import DmThreads
 from bot.slack.listen.files import SlackFiles
 from bot.slack.listen.incoming_files import FileIntake
@@ -54,8 +55,10 @@ class SlackListeners:
         assistant: AssistantThreads | None = None,
         coord: Coordinator | None = None,
         sessions: AgentSessions | None = None,
+        memory: ChannelMemory | None = None,
     ) -> None:
         self.engine = engine
+        self.memory = memory  # "remember for this channel: …"
         self.sessions = sessions  # Slack's agent sessions, where the workspace has them
         self.store = store
         self.assistant = assistant  # Slack's assistant style; None: classic
@@ -88,8 +91,12 @@ class SlackListeners:
             await self._mention(ref, event)
 
     async def _mention(self, ref: ThreadRef, event: dict[str, Any]) -> None:
-        if not await self._refused(ref, event):
-            await self._take(ref, event, MENTION.sub("", event.get("text") or "").strip())
+        if await self._refused(ref, event):
+            return
+        text = MENTION.sub("", event.get("text") or "").strip()
+        if self.memory is not None and await self.memory.remember(ref, event.get("user", ""), text):
+            return
+        await self._take(ref, event, text)
 
     async def on_message(
         self, event: dict[str, Any], body: dict[str, Any], bot_user_id: str | None

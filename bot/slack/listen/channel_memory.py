@@ -1,0 +1,57 @@
+"""Channel memory in Slack: "@bot remember for this channel: …" saves a note for the
+channel (a DM has its own), confirmed in the thread with the note quoted; every run in the
+channel gets the notes in its system prompt. A channel's notes are read only for threads
+of that channel, so a private channel's never reach another."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from bot.memory.notes import chosen, prompt_section, refusal
+from bot.slack.render.block_kit import escape
+from bot.slack.threads import ThreadRef
+from bot.slack.web import SlackWeb
+from bot.store.base import NoteRecord, Store
+
+REMEMBER = re.compile(r"^\s*remember for this channel\s*:\s*(?P<note>.*)$", re.I | re.S)
+
+
+class ChannelMemory:
+    def __init__(
+        self, web: SlackWeb, store: Store, *, max_notes: int, max_chars: int, prompt_chars: int
+    ) -> None:
+        self._web, self._store = web, store
+        self._max_notes, self._max_chars, self._prompt_chars = max_notes, max_chars, prompt_chars
+
+    @staticmethod
+    def place(ref: ThreadRef) -> str:
+        return f"{ref.team}:{ref.channel}"
+
+    async def remember(self, ref: ThreadRef, user: str, text: str) -> bool:
+        """Save `text` if it is a "remember for this channel:" request; True if it was one."""
+        match = REMEMBER.match(text)
+        if match is None:
+            return False
+        note = match["note"].strip()
+        why = refusal(note, self._max_chars)
+        kept = await self._store.notes(self.place(ref))
+        if why is None and len(kept) >= self._max_notes:
+            why = f"This channel keeps at most {self._max_notes} notes; forget one first."
+        if why is not None:
+            await self._web.post(ref.channel, ref.ts, f"Not saved: {escape(why)}")
+            return True
+        record = NoteRecord(secrets.token_hex(6), self.place(ref), note, user, time.time())
+        await self._store.add_note(record)
+        quoted = "> " + escape(note).replace("\n", "\n> ")
+        await self._web.post(ref.channel, ref.ts, f"Saved for this channel:\n{quoted}")
+        return True
+
+    async def context_for(self, key: str, question: str) -> str:
+        """The channel's notes for a run's system prompt ("" for none, or another front end)."""
+        ref = ThreadRef.parse(key)
+        if ref is None:
+            return ""
+        notes = await self._store.notes(self.place(ref))
+        return prompt_section(chosen(notes, question, self._prompt_chars))

@@ -1,0 +1,74 @@
+"""Channel memory end to end: a note saved with "remember for this channel:" reaches the
+system prompt of later threads in that channel, quoted as the channel's notes, and never
+the prompt of another channel's threads; a secret-looking note is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.anthropic import Reply, text
+from tests.slack_harness import CHANNEL, bot_process, fake_world
+
+OTHER = "C0OTHER09"
+
+
+def answer(req):
+    return Reply([text("ok")])
+
+
+async def test_a_note_is_used_in_its_channel_only(sandbox_root: Path, monkeypatch) -> None:
+    async with fake_world("local", answer, sandbox_root, monkeypatch) as h, bot_process(h):
+        note = "revenue means net of refunds"
+        saved = await h.slack.post_user_message(
+            CHANNEL, f"remember for this channel: {note}", mention=True
+        )
+        await h.wait_for_text(saved["ts"], "Saved for this channel")
+        asked = first = len(h.model.requests)
+        here = await h.slack.post_user_message(CHANNEL, "what was revenue?", mention=True)
+        await h.slack.wait_for(lambda: len(h.model.requests) > asked, 30)
+        prompt_here = h.model.requests[-1].system_text
+        await h.wait_for_runs(here["ts"], 1)
+        asked = len(h.model.requests)
+        there = await h.slack.post_user_message(OTHER, "what was revenue?", mention=True)
+        await h.slack.wait_for(lambda: len(h.model.requests) > asked, 30)
+        prompt_there = h.model.requests[-1].system_text
+        await h.wait_for_runs(there["ts"], 1, channel=OTHER)
+    assert first == 0  # the note itself started no run
+    assert 'saved_by="U0HUMAN01"' in prompt_here and f">{note}</channel_note>" in prompt_here
+    assert "not instructions" in prompt_here
+    assert note not in prompt_there and "channel_note" not in prompt_there
+    assert f"> {note}" in h.texts(saved["ts"])
+
+
+async def test_a_secret_looking_note_is_refused(sandbox_root: Path, monkeypatch) -> None:
+    async with fake_world("local", answer, sandbox_root, monkeypatch) as h, bot_process(h):
+        said = await h.slack.post_user_message(
+            CHANNEL, "remember for this channel: the api_key=abcd1234efgh", mention=True
+        )
+        await h.wait_for_text(said["ts"], "Not saved")
+    assert "looks like it holds a secret" in h.texts(said["ts"])
+    assert not h.model.requests
+
+
+async def test_the_operators_instructions_come_first(
+    sandbox_root: Path, tmp_path: Path, monkeypatch
+) -> None:
+    rules = tmp_path / "instructions.txt"
+    rules.write_text("Amounts are in EUR unless a column says otherwise.\n")
+    world = fake_world("local", answer, sandbox_root, monkeypatch, operator_instructions_file=rules)
+    async with world as h, bot_process(h):
+        saved = await h.slack.post_user_message(
+            CHANNEL, "remember for this channel: amounts are in USD", mention=True
+        )
+        await h.wait_for_text(saved["ts"], "Saved for this channel")
+        asked = await h.slack.post_user_message(CHANNEL, "total amounts?", mention=True)
+        await h.wait_for_runs(asked["ts"], 1)
+    prompt = h.model.requests[-1].system_text
+    operator = prompt.index("Amounts are in EUR unless a column says otherwise.")
+    note = prompt.index(">amounts are in USD</channel_note>")
+    assert operator < note
+    assert "rank above everything else you are given" in prompt[:operator]
+    # the operator's instructions are in the cached, stable block; the notes are not
+    stable = h.model.requests[-1].body["system"][0]
+    assert "EUR" in stable["text"] and "USD" not in stable["text"]
+    assert stable.get("cache_control")
