@@ -16,6 +16,10 @@ class MemorySettings(BaseModel):
             'EUR unless a column says otherwise"); they rank above channel notes'
         ),
     )
+    memory_editors: str = Field(
+        default="",
+        description="user ids (comma-separated) who may forget any channel note, beside its saver",
+    )
     channel_notes_max: int = Field(default=50, ge=0, description="notes one channel may keep")
     channel_note_max_chars: int = Field(
         default=500, ge=1, description="characters of one channel note"

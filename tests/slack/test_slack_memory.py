@@ -72,3 +72,35 @@ async def test_the_operators_instructions_come_first(
     stable = h.model.requests[-1].body["system"][0]
     assert "EUR" in stable["text"] and "USD" not in stable["text"]
     assert stable.get("cache_control")
+
+
+async def test_the_memory_list_forgets_for_the_saver_and_the_next_run_knows(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    world = fake_world("local", answer, sandbox_root, monkeypatch, memory_editors="U0EDITOR1")
+    async with world as h, bot_process(h):
+        for note in ("revenue means net of refunds", "a customer has a paid plan"):
+            saved = await h.slack.post_user_message(
+                CHANNEL, f"remember for this channel: {note}", mention=True
+            )
+            await h.wait_for_text(saved["ts"], "Saved for this channel")
+        await h.slack.slash_command("/analyze", "memory")
+        listed = lambda: [  # noqa: E731
+            m for m in h.slack.bot_messages(CHANNEL) if "Notes for this channel" in str(m)
+        ]
+        await h.slack.wait_for(listed, 10)
+        [message] = listed()
+        shown = str(message["blocks"])
+        ids = [e["value"] for b in message["blocks"] for e in b.get("elements") or []]
+        ephemerals = len(h.slack.ephemerals)
+        await h.slack.click_button(message, f"note_forget:{ids[0]}", user="U0HUMAN02")
+        await h.slack.wait_for(lambda: len(h.slack.ephemerals) > ephemerals, 10)
+        refused = h.slack.ephemerals[-1]["text"]
+        await h.slack.click_button(message, f"note_forget:{ids[0]}", user="U0HUMAN01")
+        await h.slack.wait_for(lambda: "Notes for this channel* (1)" in str(listed()), 10)
+        asked = await h.slack.post_user_message(CHANNEL, "revenue?", mention=True)
+        await h.wait_for_runs(asked["ts"], 1)
+    assert "Notes for this channel* (2)" in shown and "saved by <@U0HUMAN01>" in shown
+    assert "Only <@U0HUMAN01> or the memory editors" in refused
+    prompt = h.model.requests[-1].system_text
+    assert "net of refunds" not in prompt and "a customer has a paid plan" in prompt

@@ -27,7 +27,7 @@ from bot.slack.listen.handlers import SlackListeners
 from bot.slack.listen.policy import Policy
 from bot.slack.listen.schedule_firings import SlackFirings
 from bot.slack.listen.startup import SlackSetupError, check_slack
-from bot.slack.render import schedule_blocks
+from bot.slack.render import memory_blocks, schedule_blocks
 from bot.slack.render.block_kit import (
     CONTINUE_ACTION,
     FEEDBACK_ACTION,
@@ -154,6 +154,13 @@ def build_app(
         await ack()
         message_ts = str((body.get("message") or {}).get("ts") or "")
         await bot.schedule_buttons.retry(action.get("value", ""), Click.of(body), message_ts)
+
+    @app.action(memory_blocks.FORGET_ACTIONS)
+    async def forget_note(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        team = str((body.get("team") or {}).get("id") or "")
+        await bot.memory_list.forget(team, action.get("value", ""), Click.of(body), message_ts)
 
     @app.action(schedule_blocks.MANAGE_ACTIONS)
     async def manage(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from bot.slack.listen.channel_memory import ChannelMemory
 from bot.slack.listen.dm_threads import DmThreads
 from bot.slack.listen.files import SlackFiles
 from bot.slack.listen.incoming_files import FileIntake
+from bot.slack.listen.memory_list import MemoryList
 from bot.slack.listen.policy import Policy
 from bot.slack.listen.routing import Router
 from bot.slack.listen.schedule_buttons import ScheduleButtons
@@ -74,6 +75,7 @@ class SlackListeners:
         self.work = WorkButtons(web, store, policy, files)
         self.schedule_buttons = ScheduleButtons(web, store, policy)  # Confirm and Cancel
         self.schedule_list = ScheduleList(web, store, policy)  # /analyze schedules
+        self.memory_list = MemoryList(web, store, policy)  # /analyze memory
         self.scheduled: RoutedFirings | None = None  # firings other replicas pass on
         # Questions being taken in (their files fetched) before they are asked: (key, message
         # ts) -> (who asked, who stopped it before its run started: "" for nobody yet)
@@ -126,8 +128,13 @@ class SlackListeners:
         refusal = self.policy.refusal(command.get("channel_id", ""), command.get("user_id", ""))
         if refusal or not self.engine.accepting:
             return refusal or wording.RESTARTING
-        if (command.get("text") or "").strip().lower() == "schedules":
-            await self.schedule_list.show(command.get("team_id", ""), command.get("channel_id", ""))
+        asked = (command.get("text") or "").strip().lower()
+        place = (command.get("team_id", ""), command.get("channel_id", ""))
+        if asked == "schedules":
+            await self.schedule_list.show(*place)
+            return None
+        if asked == "memory" and self.store is not None:
+            await self.memory_list.show(*place)
             return None
         return await self.analyses.start(command)
 

@@ -30,6 +30,7 @@ class Policy:
     # and fails where this host resolves nothing itself (behind a proxy).
     repo_lookup: bool = True
     schedule_editors: frozenset[str] = field(default_factory=frozenset)  # beside each owner
+    memory_editors: frozenset[str] = field(default_factory=frozenset)  # beside each saver
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -44,6 +45,7 @@ class Policy:
             repo_rules=repo_rules(settings),
             repo_lookup=settings.backend == "local",
             schedule_editors=Settings.id_list(settings.schedule_editors),
+            memory_editors=Settings.id_list(settings.memory_editors),
         )
 
     def refusal(self, channel: str, user: str) -> str | None:
