@@ -15,6 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.agent.kernel_state import RESTARTED_AS_ASKED, kernel_note
+from bot.agent.note_tool import DESCRIPTION as NOTE_DESCRIPTION
+from bot.agent.note_tool import ProposeNote
+from bot.agent.note_tool import proposed as note_proposed
 from bot.agent.schedule_tool import DESCRIPTION as SCHEDULE_DESCRIPTION
 from bot.agent.schedule_tool import ScheduleRun, proposed
 from bot.agent.sql_tools import SQL_TOOLS, ListTables, RunSql, SqlAnswer, SqlDesk
@@ -171,10 +174,14 @@ class Toolbox:
         """The tools this toolbox offers: the sandbox's, then SQL's where the session's
         channel may use a connection (the same list every turn, for the prompt cache)."""
         tools = tool_definitions() + (self._sql.definitions() if self._sql else [])
-        if self._schedule_min_s is not None:
+        if self._schedule_min_s is not None:  # where a person can confirm: Slack
             tools.append(
                 {"name": "schedule_run", "description": SCHEDULE_DESCRIPTION,
                  "input_schema": _schema(ScheduleRun)}
+            )  # fmt: skip
+            tools.append(
+                {"name": "propose_note", "description": NOTE_DESCRIPTION,
+                 "input_schema": _schema(ProposeNote)}
             )  # fmt: skip
         return tools
 
@@ -183,10 +190,12 @@ class Toolbox:
             return await self._sql_call(self._sql, name, raw_input)
         if name == "schedule_run" and self._schedule_min_s is not None:
             return _schedule_call(raw_input, self._schedule_min_s)
+        if name == "propose_note" and self._schedule_min_s is not None:
+            return _note_call(raw_input)
         spec = TOOLS.get(name)
         if spec is None:
             names = [*TOOLS, *(SQL_TOOLS if self._sql else ())]
-            names += ["schedule_run"] if self._schedule_min_s is not None else []
+            names += ["schedule_run", "propose_note"] if self._schedule_min_s is not None else []
             return _invalid(f"Unknown tool {name!r}. Available: {', '.join(names)}.")
         try:
             parsed = spec[0].model_validate(raw_input)
@@ -332,6 +341,15 @@ def _schedule_call(raw_input: Any, min_interval_s: float) -> ToolOutcome:
         return _invalid(f"Invalid input for schedule_run: {_validation_summary(exc)}")
     text, failed = proposed(parsed, min_interval_s)
     return ToolOutcome(text, failed, "error" if failed else "ok", excerpt=text)
+
+
+def _note_call(raw_input: Any) -> ToolOutcome:
+    try:
+        ProposeNote.model_validate(raw_input)
+    except ValidationError as exc:
+        return _invalid(f"Invalid input for propose_note: {_validation_summary(exc)}")
+    text = note_proposed()
+    return ToolOutcome(text, False, "ok", excerpt=text)
 
 
 def _from_sql(answer: SqlAnswer) -> ToolOutcome:

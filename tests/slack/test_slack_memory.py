@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.anthropic import Reply, text
+from tests.fakes.anthropic import Reply, text, tool_use
+from tests.slack.test_slack_show_work import with_button
 from tests.slack_harness import CHANNEL, bot_process, fake_world
 
 OTHER = "C0OTHER09"
@@ -104,3 +105,29 @@ async def test_the_memory_list_forgets_for_the_saver_and_the_next_run_knows(
     assert "Only <@U0HUMAN01> or the memory editors" in refused
     prompt = h.model.requests[-1].system_text
     assert "net of refunds" not in prompt and "a customer has a paid plan" in prompt
+
+
+async def test_a_note_the_model_proposes_is_saved_by_the_asker_only(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    definition = "Revenue is net of refunds."
+
+    def corrected(req):
+        if req.turn == 0 and "propose_note" in req.tools:
+            return Reply([tool_use("propose_note", {"text": definition})])
+        return Reply([text("Noted: I will count refunds out.")])
+
+    async with fake_world("local", corrected, sandbox_root, monkeypatch) as h, bot_process(h):
+        asked = await h.slack.post_user_message(CHANNEL, "no, we count refunds out", mention=True)
+        await h.slack.wait_for(lambda: with_button(h, asked["ts"], "note_save"), 30)
+        [proposal] = with_button(h, asked["ts"], "note_save")
+        ephemerals = len(h.slack.ephemerals)
+        await h.slack.click_button(proposal, "note_save", user="U0HUMAN02")
+        await h.slack.wait_for(lambda: len(h.slack.ephemerals) > ephemerals, 10)
+        refused = h.slack.ephemerals[-1]["text"]
+        await h.slack.click_button(proposal, "note_save", user="U0HUMAN01")
+        await h.wait_for_text(asked["ts"], "Saved for this channel by <@U0HUMAN01>")
+        later = await h.slack.post_user_message(CHANNEL, "revenue?", mention=True)
+        await h.wait_for_runs(later["ts"], 1)
+    assert "Only <@U0HUMAN01> can save this note." in refused
+    assert f">{definition}</channel_note>" in h.model.requests[-1].system_text

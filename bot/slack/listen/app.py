@@ -38,6 +38,7 @@ from bot.slack.render.block_kit import (
 from bot.slack.threads import Click, channel_of
 from bot.slack.view.agent_sessions import AgentSessions
 from bot.slack.view.assistant_threads import AssistantThreads
+from bot.slack.view.note_proposals import NoteProposals
 from bot.slack.view.run_extras import DataSurfaces
 from bot.slack.view.run_view import views
 from bot.slack.view.schedule_proposals import ScheduleLimits, ScheduleProposals
@@ -155,6 +156,16 @@ def build_app(
         message_ts = str((body.get("message") or {}).get("ts") or "")
         await bot.schedule_buttons.retry(action.get("value", ""), Click.of(body), message_ts)
 
+    @app.action(memory_blocks.SAVE_ACTION)
+    async def save_note(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        message_ts = str((body.get("message") or {}).get("ts") or "")
+        team = str((body.get("team") or {}).get("id") or "")
+        if bot.memory is not None:
+            await bot.memory.save_proposed(
+                team, action.get("value", ""), Click.of(body), message_ts
+            )
+
     @app.action(memory_blocks.FORGET_ACTIONS)
     async def forget_note(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
@@ -271,7 +282,7 @@ async def serve(
     )
     view_for = views(
         web, settings.max_cost_usd_per_run, assistant=assistant, sessions=sessions, data=data,
-        schedules=ScheduleProposals(web, store, limits),
+        schedules=ScheduleProposals(web, store, limits), notes=NoteProposals(web),
     )  # fmt: skip
 
     coord = build_coordinator(settings)

@@ -5,22 +5,31 @@ of that channel, so a private channel's never reach another."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import time
 
 from bot.memory.notes import chosen, prompt_section, refusal
-from bot.slack.render.block_kit import escape
-from bot.slack.threads import ThreadRef
+from bot.slack.render import memory_blocks
+from bot.slack.render.block_kit import escape, section
+from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
 from bot.store.base import NoteRecord, Store
 
+NOT_YOURS = "Only <@{by}> can save this note."
 REMEMBER = re.compile(r"^\s*remember for this channel\s*:\s*(?P<note>.*)$", re.I | re.S)
 
 
 class ChannelMemory:
     def __init__(
-        self, web: SlackWeb, store: Store, *, max_notes: int, max_chars: int, prompt_chars: int
+        self,
+        web: SlackWeb,
+        store: Store,
+        *,
+        max_notes: int,
+        max_chars: int,
+        prompt_chars: int,
     ) -> None:
         self._web, self._store = web, store
         self._max_notes, self._max_chars, self._prompt_chars = max_notes, max_chars, prompt_chars
@@ -35,10 +44,7 @@ class ChannelMemory:
         if match is None:
             return False
         note = match["note"].strip()
-        why = refusal(note, self._max_chars)
-        kept = await self._store.notes(self.place(ref))
-        if why is None and len(kept) >= self._max_notes:
-            why = f"This channel keeps at most {self._max_notes} notes; forget one first."
+        why = refusal(note, self._max_chars) or await self._full(ref)
         if why is not None:
             await self._web.post(ref.channel, ref.ts, f"Not saved: {escape(why)}")
             return True
@@ -47,6 +53,31 @@ class ChannelMemory:
         quoted = "> " + escape(note).replace("\n", "\n> ")
         await self._web.post(ref.channel, ref.ts, f"Saved for this channel:\n{quoted}")
         return True
+
+    async def save_proposed(self, team: str, value: str, click: Click, message_ts: str) -> None:
+        """Save under a note the model proposed: only for the person it was shown to."""
+        try:
+            given = json.loads(value)
+            by, note = str(given["by"]), str(given["text"]).strip()
+        except (ValueError, KeyError, TypeError):
+            return
+        if click.user != by:
+            await self._web.ephemeral(click.channel, click.user, NOT_YOURS.format(by=by), None)
+            return
+        ref = ThreadRef(team, click.channel, click.thread_ts or "")
+        why = refusal(note, self._max_chars) or await self._full(ref)
+        if why is not None:
+            await self._web.ephemeral(click.channel, click.user, f"Not saved: {why}", None)
+            return
+        record = NoteRecord(secrets.token_hex(6), self.place(ref), note, by, time.time())
+        await self._store.add_note(record)
+        said = memory_blocks.saved(note, by)
+        await self._web.update(click.channel, message_ts, said, [section(said)])
+
+    async def _full(self, ref: ThreadRef) -> str | None:
+        if len(await self._store.notes(self.place(ref))) >= self._max_notes:
+            return f"This channel keeps at most {self._max_notes} notes; forget one first."
+        return None
 
     async def context_for(self, key: str, question: str) -> str:
         """The channel's notes for a run's system prompt ("" for none, or another front end)."""

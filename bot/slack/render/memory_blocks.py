@@ -3,6 +3,7 @@ a Forget button. Pure, like the rest of render/."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -37,3 +38,25 @@ def listing(notes: Sequence[NoteRecord]) -> tuple[str, list[dict[str, Any]]]:
     if len(notes) > LIST_MAX:
         blocks.append(section(f"_… and {len(notes) - LIST_MAX} more._"))
     return head, blocks
+
+
+SAVE_ACTION = "note_save"
+
+
+def proposal(text: str, asker: str) -> tuple[str, list[dict[str, Any]]]:
+    """A note the model proposes after a correction, with Save for the person who made it.
+    The button carries the note and who may save it; the click is checked again."""
+    said = f"*Save this for the channel?*\n> {escape(fit(text, NOTE_MAX))}"
+    said += f"\n_Only <@{asker}> can save it. Later runs in this channel will read it._"
+    button = {
+        "type": "button",
+        "action_id": SAVE_ACTION,
+        "style": "primary",
+        "value": json.dumps({"by": asker, "text": text}),
+        "text": {"type": "plain_text", "text": "Save"},
+    }
+    return "Save this for the channel?", [section(said), {"type": "actions", "elements": [button]}]
+
+
+def saved(text: str, by: str) -> str:
+    return f"Saved for this channel by <@{by}>:\n> {escape(fit(text, NOTE_MAX))}"

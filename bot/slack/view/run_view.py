@@ -50,6 +50,7 @@ from bot.slack.view.agent_sessions import ACTIVE, CLOSED, PROCESSING, AgentSessi
 from bot.slack.view.assistant_style import AssistantStyle
 from bot.slack.view.assistant_threads import AssistantThreads
 from bot.slack.view.classic_style import ClassicStyle
+from bot.slack.view.note_proposals import NoteProposals
 from bot.slack.view.results import split_answer
 from bot.slack.view.run_extras import DataSurfaces, RunExtras
 from bot.slack.view.schedule_proposals import ScheduleProposals
@@ -97,6 +98,7 @@ def views(
     sessions: AgentSessions | None = None,
     data: DataSurfaces | None = None,
     schedules: ScheduleProposals | None = None,
+    notes: NoteProposals | None = None,
 ) -> ViewFor:
     """The engine's `view_for`: a fresh view per run for Slack threads, none for others.
     `continue_usd`: what a Continue button adds; `assistant`: Slack's assistant style (streamed
@@ -110,8 +112,9 @@ def views(
         if ref is None:
             return ignore
         return SlackRunView(
-            web, ref, continue_usd, assistant, sessions=sessions, data=data, schedules=schedules
-        )
+            web, ref, continue_usd, assistant, sessions=sessions, data=data, schedules=schedules,
+            notes=notes,
+        )  # fmt: skip
 
     return view_for
 
@@ -128,8 +131,9 @@ class SlackRunView:
         sessions: AgentSessions | None = None,
         data: DataSurfaces | None = None,
         schedules: ScheduleProposals | None = None,
+        notes: NoteProposals | None = None,
     ) -> None:
-        self._schedules, self._asker = schedules, ""
+        self._schedules, self._notes, self._asker = schedules, notes, ""
         self._web, self._ref, self._assistant, self._sessions = web, ref, assistant, sessions
         self._refresh_s = refresh_s  # the agent status's refresh (tests make it short)
         self.phase = Phase.NOT_STARTED
@@ -241,10 +245,7 @@ class SlackRunView:
                 await run.step_started(step, event)
             case ToolCallFinished() if event.call_id in self._steps:
                 await run.step_finished(self._steps[event.call_id], event)
-                if event.tool == "schedule_run" and event.status == "ok" and self._schedules:
-                    await self._schedules.propose(
-                        self._ref, self._asker, self._extras.run_id, event.code
-                    )
+                await self._proposal(event)
             case RunFinished():
                 self.phase = Phase.FINISHED
                 self._extras.finished = event
@@ -255,6 +256,15 @@ class SlackRunView:
             case RunFailed():
                 self.phase = Phase.FAILED
                 await run.failed(event.reason)
+
+    async def _proposal(self, event: ToolCallFinished) -> None:
+        """What the model proposed (a schedule, a channel note), shown to the asker."""
+        if event.status != "ok":
+            return
+        if event.tool == "schedule_run" and self._schedules is not None:
+            await self._schedules.propose(self._ref, self._asker, self._extras.run_id, event.code)
+        elif event.tool == "propose_note" and self._notes is not None:
+            await self._notes.propose(self._ref, self._asker, event.code)
 
     async def _fall_back(self, assistant: AssistantStyle) -> None:
         """The stream was refused after the status was not: the rest of the run in
