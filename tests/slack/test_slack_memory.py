@@ -17,8 +17,10 @@ def answer(req):
     return Reply([text("ok")])
 
 
-async def test_a_note_is_used_in_its_channel_only(sandbox_root: Path, monkeypatch) -> None:
-    async with fake_world("local", answer, sandbox_root, monkeypatch) as h, bot_process(h):
+async def test_a_note_is_used_in_its_channel_only(
+    backend: str, sandbox_root: Path, monkeypatch
+) -> None:
+    async with fake_world(backend, answer, sandbox_root, monkeypatch) as h, bot_process(h):
         note = "revenue means net of refunds"
         saved = await h.slack.post_user_message(
             CHANNEL, f"remember for this channel: {note}", mention=True
