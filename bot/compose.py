@@ -25,7 +25,7 @@ from bot.scrub import Scrubber
 from bot.sessions.budget import Budgets
 from bot.sessions.engine import Engine
 from bot.sessions.events import Observer, ViewFor
-from bot.sessions.factory import ContextFor, SessionFactory
+from bot.sessions.factory import ContextFor, DefinitionFor, SessionFactory
 from bot.sessions.lifecycle import Upkeep
 from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
@@ -112,6 +112,7 @@ class Runtime:
         provider: SandboxProvider | None = None,
         scope: Scope | None = None,
         context: ContextFor | None = None,
+        definitions: DefinitionFor | None = None,
     ) -> Runtime:
         """`provider` replaces the one the settings describe (benchmarks bring their own);
         `scope` says which SQL connections a session may use (None: none); `context`, what
@@ -121,7 +122,9 @@ class Runtime:
         client = build_client(settings)
         own_folder(settings.spool_dir, PRIVATE, "SPOOL_DIR")
         provider = provider or build_provider(settings)
-        sessions = SessionFactory(settings, client, provider, databases, scope or Scope(), context)
+        sessions = SessionFactory(
+            settings, client, provider, databases, scope or Scope(), context, definitions
+        )
         return cls(settings, client, provider, sessions)
 
     @property

@@ -59,6 +59,8 @@ def started(call_id: str, name: str, args: dict[str, Any]) -> ToolCallStarted:
         )
     if name == "run_sql":
         return ToolCallStarted(call_id, name, "sql", sql_step(args))
+    if name == "load_definition":  # the name alone: what Show work says was reused
+        return ToolCallStarted(call_id, name, None, str(args.get("name", "")))
     if name in ("schedule_run", "propose_note"):  # its input whole, for the front end
         return ToolCallStarted(call_id, name, None, json.dumps(args, ensure_ascii=False))
     summary = ", ".join(f"{k}={v}" for k, v in args.items())

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.agent.definition_tool import DESCRIPTION as DEFINITION_DESCRIPTION
+from bot.agent.definition_tool import LoadDefinition, Loader
 from bot.agent.kernel_state import RESTARTED_AS_ASKED, kernel_note
 from bot.agent.note_tool import DESCRIPTION as NOTE_DESCRIPTION
 from bot.agent.note_tool import ProposeNote
@@ -148,12 +150,14 @@ class Toolbox:
         scrubber: Scrubber = NO_SECRETS,
         sql: SqlDesk | None = None,
         schedule_min_interval_s: float | None = None,
+        definitions: Loader | None = None,
     ) -> None:
         """`sql`: the SQL tools, where the session may use a connection;
         `schedule_min_interval_s`: offer `schedule_run`, with that minimum interval (None:
         not offered, as where no one could confirm a schedule)."""
         self._sandbox = sandbox
         self._schedule_min_s = schedule_min_interval_s
+        self._definitions = definitions  # the channel's saved definitions (None: none)
         self._sql = sql if sql is not None and sql.offered else None
         self._scrubber = scrubber
         self._default_timeout_s = default_timeout_s
@@ -183,6 +187,11 @@ class Toolbox:
                 {"name": "propose_note", "description": NOTE_DESCRIPTION,
                  "input_schema": _schema(ProposeNote)}
             )  # fmt: skip
+        if self._definitions is not None:
+            tools.append(
+                {"name": "load_definition", "description": DEFINITION_DESCRIPTION,
+                 "input_schema": _schema(LoadDefinition)}
+            )  # fmt: skip
         return tools
 
     async def _call(self, name: str, raw_input: Any) -> ToolOutcome:
@@ -192,6 +201,8 @@ class Toolbox:
             return _schedule_call(raw_input, self._schedule_min_s)
         if name == "propose_note" and self._schedule_min_s is not None:
             return _note_call(raw_input)
+        if name == "load_definition" and self._definitions is not None:
+            return await _definition_call(raw_input, self._definitions)
         spec = TOOLS.get(name)
         if spec is None:
             names = [*TOOLS, *(SQL_TOOLS if self._sql else ())]
@@ -341,6 +352,17 @@ def _schedule_call(raw_input: Any, min_interval_s: float) -> ToolOutcome:
         return _invalid(f"Invalid input for schedule_run: {_validation_summary(exc)}")
     text, failed = proposed(parsed, min_interval_s)
     return ToolOutcome(text, failed, "error" if failed else "ok", excerpt=text)
+
+
+async def _definition_call(raw_input: Any, load: Loader) -> ToolOutcome:
+    try:
+        parsed = LoadDefinition.model_validate(raw_input)
+    except ValidationError as exc:
+        return _invalid(f"Invalid input for load_definition: {_validation_summary(exc)}")
+    found = await load(parsed.name)
+    if found is None:
+        return _invalid(f"No definition named {parsed.name!r} in this channel.")
+    return ToolOutcome(found, False, "ok", excerpt=f"definition {parsed.name}")
 
 
 def _note_call(raw_input: Any) -> ToolOutcome:

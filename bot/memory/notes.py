@@ -7,12 +7,13 @@ size cap the notes that share words with the question come first, then the newes
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
 
 from bot.scrub import TOKEN_SHAPES
-from bot.store.base import NoteRecord
+from bot.store.base import DefinitionRecord, NoteRecord
 
 SECRET_SHAPES = re.compile(
     r"(?i)\b(?:password|passwd|secret|api[_-]?key|token)\s*[:=]\s*\S{6,}"
@@ -75,3 +76,33 @@ def _inert(text: str) -> str:
 
 def _day(at: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(at))
+
+
+DEFINITIONS_HEADER = (
+    "Definitions saved in this channel follow: steps of earlier answers that people saved "
+    "under a name. When a question needs one, load its code with load_definition and run it "
+    "on today's data, rather than deriving the figure another way."
+)
+
+
+def definitions_section(definitions: Sequence[DefinitionRecord]) -> str:
+    """The definitions' names, what each step was, and what it computed ("" for none)."""
+    if not definitions:
+        return ""
+    lines = [DEFINITIONS_HEADER]
+    for d in definitions:
+        computed = f", which computed {', '.join(d.figures[:5])}" if d.figures else ""
+        lines.append(f"- {json.dumps(d.name)}: a {d.language} step{computed}")
+    return "\n".join(lines)
+
+
+def definition_text(d: DefinitionRecord) -> str:
+    """A definition as load_definition gives it to the model."""
+    computed = f"\nIt computed: {', '.join(d.figures)}" if d.figures else ""
+    return (
+        f"Definition {json.dumps(d.name)}, saved by {d.saved_by} on {_day(d.saved_at)} "
+        f"from run {d.run_id}: a {d.tool} step in {d.language}.{computed}\n"
+        f"--- code ---\n{d.code}\n--- end ---\n"
+        "Run it (run_sql with the connection its first line names, or run_code) to get the "
+        "figure on today's data."
+    )

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from bot.monitoring.metrics import Metrics
 from bot.store.base import (
+    DefinitionRecord,
     FeedbackRecord,
     FileRecord,
     FiringRecord,
@@ -238,3 +239,9 @@ class MeteredStore:
 
     async def delete_note(self, place: str, note_id: str) -> bool:
         return await self._call(self._store.delete_note(place, note_id))
+
+    async def save_definition(self, definition: DefinitionRecord) -> None:
+        await self._call(self._store.save_definition(definition))
+
+    async def definitions(self, place: str) -> list[DefinitionRecord]:
+        return await self._call(self._store.definitions(place))

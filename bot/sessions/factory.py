@@ -11,6 +11,7 @@ from typing import Any
 import anthropic
 
 from bot.agent.context import ContextConfig, ContextEditing
+from bot.agent.definition_tool import Loader
 from bot.agent.loop import Agent, AgentConfig, Checkpoint
 from bot.agent.model_client import RetryPolicy
 from bot.agent.model_limits import ModelLimits
@@ -27,6 +28,7 @@ from bot.sql.databases import Databases
 
 SandboxChanged = Callable[[str | None], Awaitable[None]]
 ContextFor = Callable[[str, str], Awaitable[str]]  # (key, question) -> prompt text
+DefinitionFor = Callable[[str, str], Awaitable[str | None]]  # (key, name) -> its text
 
 
 def operator_instructions(path: Path | None) -> str:
@@ -54,10 +56,12 @@ class SessionFactory:
         databases: Databases,
         scope: Scope,
         context: ContextFor | None = None,
+        definitions: DefinitionFor | None = None,
     ) -> None:
         """`databases`: the SQL connections; `scope`: which of them a session may use;
         `context`: what the front end adds to each run's system prompt (channel notes)."""
         self._context = context
+        self._definitions = definitions
         self._settings = settings
         self.databases = databases
         self._scope = scope
@@ -105,6 +109,16 @@ class SessionFactory:
             extra_context=self._extra_for(key),
         )
 
+    def _loader(self, key: str) -> Loader | None:
+        definitions = self._definitions
+        if definitions is None:
+            return None
+
+        async def load(name: str) -> str | None:
+            return await definitions(key, name)
+
+        return load
+
     def _extra_for(self, key: str) -> ExtraContext | None:
         context = self._context
         if context is None:
@@ -138,6 +152,7 @@ class SessionFactory:
             default_wait_s=s.command_wait_s,
             output_chars=s.tool_output_chars,
             scrubber=self.scrubber,
+            definitions=self._loader(key),
             schedule_min_interval_s=(
                 s.schedule_min_interval_s if self._scope.place_of(key) is not None else None
             ),

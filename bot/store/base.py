@@ -206,6 +206,22 @@ class NoteRecord:
     saved_at: float
 
 
+@dataclass(frozen=True)
+class DefinitionRecord:
+    """A step of a finished run saved under a name for a channel: its code (the SQL of a
+    query, or a cell) and the figures it computed, for later runs to reuse."""
+
+    place: str  # "team:channel"
+    name: str
+    tool: str  # run_sql | run_code
+    language: str
+    code: str
+    figures: tuple[str, ...]
+    run_id: str
+    saved_by: str
+    saved_at: float
+
+
 class SessionStore(Protocol):
     """A thread's session: its record, its conversation."""
 
@@ -466,6 +482,14 @@ class NoteStore(Protocol):
 
     async def delete_note(self, place: str, note_id: str) -> bool:
         """Forget a note; False when it was not there."""
+        ...
+
+    async def save_definition(self, definition: DefinitionRecord) -> None:
+        """Insert or replace the place's definition of that name."""
+        ...
+
+    async def definitions(self, place: str) -> list[DefinitionRecord]:
+        """The place's definitions, by name."""
         ...
 
 

@@ -29,6 +29,7 @@
     {p}firings:{id}           hash: its firings by due time (repr of the float), JSON each
     {p}firing_times:{id}      sorted set: the same due times, by time (newest first reads)
     {p}notes:{place}          hash: a channel's notes by id, JSON each (no TTL)
+    {p}definitions:{place}    hash: a channel's saved definitions by name, JSON each
 
 A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
 abandoned expires by itself; retention (Store.prune) deletes what is done before that.
@@ -103,6 +104,9 @@ class Keys:
 
     def firings(self, schedule_id: str) -> str:
         return f"{self.prefix}firings:{schedule_id}"
+
+    def definitions(self, place: str) -> str:
+        return f"{self.prefix}definitions:{place}"
 
     def notes(self, place: str) -> str:
         return f"{self.prefix}notes:{place}"

@@ -26,6 +26,7 @@ from bot.store.base import (
     RUN_OUTCOMES,
     SCHEDULE_STATES,
     SESSION_STATES,
+    DefinitionRecord,
     FeedbackRecord,
     Fenced,
     FileRecord,
@@ -355,6 +356,21 @@ class RedisStore:
     async def delete_note(self, place: str, note_id: str) -> bool:
         with self._errors():
             return bool(await self._db.hdel(self.keys.notes(place), note_id))
+
+    async def save_definition(self, definition: DefinitionRecord) -> None:
+        values = {**asdict(definition), "code": text(definition.code)}
+        key = self.keys.definitions(definition.place)
+        with self._errors():
+            await self._db.hset(key, definition.name, json.dumps(values))
+
+    async def definitions(self, place: str) -> list[DefinitionRecord]:
+        with self._errors():
+            found = await self._db.hvals(self.keys.definitions(place))
+        records = []
+        for raw in found:
+            values = json.loads(raw)
+            records.append(DefinitionRecord(**{**values, "figures": tuple(values["figures"])}))
+        return sorted(records, key=lambda d: d.name)
 
     @property
     def _schedules(self) -> RedisSchedules:

@@ -19,6 +19,7 @@ from bot.store.base import (
     RUN_OUTCOMES,
     SCHEDULE_STATES,
     SESSION_STATES,
+    DefinitionRecord,
     FeedbackRecord,
     FileRecord,
     FiringRecord,
@@ -291,6 +292,12 @@ class SqliteStore:
 
     async def delete_note(self, place: str, note_id: str) -> bool:
         return await self._write(schedules.delete_note, place, note_id)
+
+    async def save_definition(self, definition: DefinitionRecord) -> None:
+        await self._write(schedules.save_definition, definition)
+
+    async def definitions(self, place: str) -> list[DefinitionRecord]:
+        return await self._read(schedules.definitions, place)
 
     # Plumbing.
 

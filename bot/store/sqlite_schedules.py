@@ -4,11 +4,12 @@ key lets exactly one insert through."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import asdict
 from typing import Any
 
-from bot.store.base import FiringRecord, NoteRecord, NotFound, ScheduleRecord
+from bot.store.base import DefinitionRecord, FiringRecord, NoteRecord, NotFound, ScheduleRecord
 from bot.store.values import text
 
 _COLUMNS = (
@@ -129,3 +130,25 @@ def notes(conn: sqlite3.Connection, place: str) -> list[NoteRecord]:
 def delete_note(conn: sqlite3.Connection, place: str, note_id: str) -> bool:
     deleted = conn.execute("DELETE FROM notes WHERE place = ? AND id = ?", (place, note_id))
     return deleted.rowcount > 0
+
+
+def save_definition(conn: sqlite3.Connection, d: DefinitionRecord) -> None:
+    values = {**asdict(d), "code": text(d.code), "figures": json.dumps(list(d.figures))}
+    conn.execute(
+        "INSERT OR REPLACE INTO definitions (place, name, tool, language, code, figures,"
+        " run_id, saved_by, saved_at) VALUES (:place, :name, :tool, :language, :code,"
+        " :figures, :run_id, :saved_by, :saved_at)",
+        values,
+    )
+
+
+def definitions(conn: sqlite3.Connection, place: str) -> list[DefinitionRecord]:
+    rows = conn.execute(
+        "SELECT place, name, tool, language, code, figures, run_id, saved_by, saved_at"
+        " FROM definitions WHERE place = ? ORDER BY name",
+        (place,),
+    )
+    return [
+        DefinitionRecord(**{**dict(row), "figures": tuple(json.loads(row["figures"]))})
+        for row in rows
+    ]

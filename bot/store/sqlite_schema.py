@@ -237,6 +237,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX notes_by_place ON notes (place, saved_at);
     """,
+    # 21: saved definitions.
+    """
+    CREATE TABLE definitions (
+        place TEXT NOT NULL,
+        name TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        language TEXT NOT NULL,
+        code TEXT NOT NULL,
+        figures TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        saved_by TEXT NOT NULL,
+        saved_at REAL NOT NULL,
+        PRIMARY KEY (place, name)
+    );
+    """,
 )
 
 

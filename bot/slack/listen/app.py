@@ -238,6 +238,10 @@ async def _none() -> str:
     return ""
 
 
+async def _nothing() -> str | None:
+    return None
+
+
 async def serve(
     settings: Settings, stop: asyncio.Event, provider: SandboxProvider | None = None
 ) -> None:
@@ -255,6 +259,7 @@ async def serve(
     runtime = Runtime.from_settings(
         settings, provider, Scope(place_of=channel_of),
         context=lambda key, question: memory.context_for(key, question) if memory else _none(),
+        definitions=lambda key, name: memory.definition_for(key, name) if memory else _nothing(),
     )  # fmt: skip
     http = aiohttp.ClientSession()
     client = build_client(bot_token, settings.slack_api_url, http, SlackErrors(metrics))

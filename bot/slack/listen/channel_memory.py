@@ -10,14 +10,23 @@ import re
 import secrets
 import time
 
-from bot.memory.notes import chosen, prompt_section, refusal
+from bot.memory.notes import (
+    chosen,
+    definition_text,
+    definitions_section,
+    prompt_section,
+    refusal,
+)
 from bot.slack.render import memory_blocks
 from bot.slack.render.block_kit import escape, section
 from bot.slack.threads import Click, ThreadRef
 from bot.slack.web import SlackWeb
-from bot.store.base import NoteRecord, Store
+from bot.store.base import DefinitionRecord, NoteRecord, RunRecord, Store, ToolCallRecord
 
 NOT_YOURS = "Only <@{by}> can save this note."
+DEFINE = re.compile(r"^\s*save this as the definition of\s+(?P<name>.+?)\s*[.!]?\s*$", re.I | re.S)
+NAME_MAX = 80
+STEP_TOOLS = ("run_sql", "run_code")
 REMEMBER = re.compile(r"^\s*remember for this channel\s*:\s*(?P<note>.*)$", re.I | re.S)
 
 
@@ -79,10 +88,71 @@ class ChannelMemory:
             return f"This channel keeps at most {self._max_notes} notes; forget one first."
         return None
 
+    async def define(self, ref: ThreadRef, user: str, text: str) -> bool:
+        """Save the thread's last answer's step under a name, if `text` asks for it ("save
+        this as the definition of …"); True if it did ask. The step is the one its first
+        traced figure came from, else its last query or cell."""
+        match = DEFINE.match(text)
+        if match is None:
+            return False
+        name = " ".join(match["name"].split())[:NAME_MAX]
+        found = await self._last_step(ref)
+        if found is None:
+            said = "Not saved: this thread has no answer with a query or a cell to save yet."
+            await self._web.post(ref.channel, ref.ts, said)
+            return True
+        run, call, figures = found
+        record = DefinitionRecord(
+            self.place(ref), name, call.tool, call.language or call.tool, call.code,
+            tuple(figures), run.run_id, user, time.time(),
+        )  # fmt: skip
+        await self._store.save_definition(record)
+        computed = f" It computed {', '.join(figures[:5])}." if figures else ""
+        said = (
+            f"Saved as the definition of *{escape(name)}*: the `{call.language or call.tool}` "
+            f"step of the last answer.{escape(computed)} Later runs in this channel can reuse it."
+        )
+        await self._web.post(ref.channel, ref.ts, said)
+        return True
+
+    async def _last_step(
+        self, ref: ThreadRef
+    ) -> tuple[RunRecord, ToolCallRecord, list[str]] | None:
+        runs = [r for r in await self._store.runs(ref.key) if r.outcome == "finished"]
+        if not runs:
+            return None
+        run = runs[-1]
+        calls = [
+            c for c in await self._store.tool_calls(ref.key)
+            if c.run_id == run.run_id and c.tool in STEP_TOOLS
+        ]  # fmt: skip
+        if not calls:
+            return None
+        traced = [str(f.get("call_id")) for f in run.figures if f.get("call_id")]
+        call = next((c for c in calls if traced and c.call_id == traced[0]), calls[-1])
+        figures = [str(f["text"]) for f in run.figures if f.get("call_id") == call.call_id]
+        return run, call, figures
+
     async def context_for(self, key: str, question: str) -> str:
-        """The channel's notes for a run's system prompt ("" for none, or another front end)."""
+        """The channel's notes and definitions for a run's system prompt ("" for none, or
+        another front end)."""
         ref = ThreadRef.parse(key)
         if ref is None:
             return ""
         notes = await self._store.notes(self.place(ref))
-        return prompt_section(chosen(notes, question, self._prompt_chars))
+        parts = [
+            prompt_section(chosen(notes, question, self._prompt_chars)),
+            definitions_section(await self._store.definitions(self.place(ref))),
+        ]
+        return "\n\n".join(p for p in parts if p)
+
+    async def definition_for(self, key: str, name: str) -> str | None:
+        """A saved definition of the thread's channel, as load_definition gives it."""
+        ref = ThreadRef.parse(key)
+        if ref is None:
+            return None
+        wanted = " ".join(name.split()).lower()
+        for definition in await self._store.definitions(self.place(ref)):
+            if definition.name.lower() == wanted:
+                return definition_text(definition)
+        return None

@@ -96,9 +96,17 @@ class SlackListeners:
         if await self._refused(ref, event):
             return
         text = MENTION.sub("", event.get("text") or "").strip()
-        if self.memory is not None and await self.memory.remember(ref, event.get("user", ""), text):
-            return
-        await self._take(ref, event, text)
+        if not await self._remembered(ref, event, text):
+            await self._take(ref, event, text)
+
+    async def _remembered(self, ref: ThreadRef, event: dict[str, Any], text: str) -> bool:
+        """A note or a definition to save for the channel, not a question (True: saved)."""
+        if self.memory is None:
+            return False
+        user = event.get("user", "")
+        return await self.memory.remember(ref, user, text) or await self.memory.define(
+            ref, user, text
+        )
 
     async def on_message(
         self, event: dict[str, Any], body: dict[str, Any], bot_user_id: str | None
@@ -120,8 +128,11 @@ class SlackListeners:
             await self._follow_up(ref, event)
 
     async def _follow_up(self, ref: ThreadRef, event: dict[str, Any]) -> None:
-        if not await self._refused(ref, event):
-            await self._take(ref, event, (event.get("text") or "").strip())
+        if await self._refused(ref, event):
+            return
+        text = (event.get("text") or "").strip()
+        if not await self._remembered(ref, event, text):
+            await self._take(ref, event, text)
 
     async def on_analyze(self, command: dict[str, Any]) -> str | None:
         """Start an analysis of a repository; returns an ephemeral error, or None."""

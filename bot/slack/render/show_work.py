@@ -35,6 +35,10 @@ def modal(run: RunRecord | None, calls: Sequence[ToolCallRecord]) -> dict[str, A
         return _view([section(wording.NO_FIGURES)], run.run_id)
     by_id = {c.call_id: c for c in calls}
     blocks = [section(wording.SHOW_WORK_INTRO)]
+    reused = [c.code for c in calls if c.tool == "load_definition" and c.status == "ok"]
+    if reused:
+        names = ", ".join(f"*{escape(fit(name, 80))}*" for name in dict.fromkeys(reused))
+        blocks.append(section(f"Reused the channel's saved definition of {names}."))
     room = MAX_BLOCKS - len(blocks) - 1  # one kept for "… and N more"
     shown, lost, steps = 0, [], set()
     for figure in run.figures:
