@@ -70,6 +70,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.idle_threads
 	$(BIN)/python -m bench.long_threads
 	$(BIN)/python -m bench.sql_copy
+	$(BIN)/python -m bench.memory_tokens
 	$(BIN)/python -m bench.detached_waits
 	$(BIN)/python -m bench.sparse_outputs
 	$(BIN)/python -m bench.reaper_cost
