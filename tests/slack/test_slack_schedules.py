@@ -120,7 +120,12 @@ async def test_a_due_schedule_fires_once_and_compares_with_the_last_firing(
             await h.slack.wait_for(lambda: "There are 265 rows." in h.texts(thread), 30)
             await h.slack.wait_for(lambda: "Since the last firing" in h.texts(thread), 10)
             await store.update_schedule("every-minute", state="paused")
-            firings = await store.firings("every-minute")
+            async with asyncio.timeout(30):  # the firing's end, recorded after its answer
+                while True:
+                    firings = await store.firings("every-minute")
+                    if firings[0].outcome:
+                        break
+                    await asyncio.sleep(0.05)
         finally:
             await store.close()
     said = h.texts(thread)
