@@ -245,3 +245,6 @@ class MeteredStore:
 
     async def definitions(self, place: str) -> list[DefinitionRecord]:
         return await self._call(self._store.definitions(place))
+
+    async def delete_definition(self, place: str, name: str) -> bool:
+        return await self._call(self._store.delete_definition(place, name))

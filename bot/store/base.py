@@ -492,6 +492,10 @@ class NoteStore(Protocol):
         """The place's definitions, by name."""
         ...
 
+    async def delete_definition(self, place: str, name: str) -> bool:
+        """Forget a definition; False when it was not there."""
+        ...
+
 
 @runtime_checkable
 class Store(

@@ -372,6 +372,10 @@ class RedisStore:
             records.append(DefinitionRecord(**{**values, "figures": tuple(values["figures"])}))
         return sorted(records, key=lambda d: d.name)
 
+    async def delete_definition(self, place: str, name: str) -> bool:
+        with self._errors():
+            return bool(await self._db.hdel(self.keys.definitions(place), name))
+
     @property
     def _schedules(self) -> RedisSchedules:
         if self._schedule_calls is None:

@@ -299,6 +299,9 @@ class SqliteStore:
     async def definitions(self, place: str) -> list[DefinitionRecord]:
         return await self._read(schedules.definitions, place)
 
+    async def delete_definition(self, place: str, name: str) -> bool:
+        return await self._write(schedules.delete_definition, place, name)
+
     # Plumbing.
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:

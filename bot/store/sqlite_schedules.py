@@ -152,3 +152,8 @@ def definitions(conn: sqlite3.Connection, place: str) -> list[DefinitionRecord]:
         DefinitionRecord(**{**dict(row), "figures": tuple(json.loads(row["figures"]))})
         for row in rows
     ]
+
+
+def delete_definition(conn: sqlite3.Connection, place: str, name: str) -> bool:
+    deleted = conn.execute("DELETE FROM definitions WHERE place = ? AND name = ?", (place, name))
+    return deleted.rowcount > 0

@@ -50,6 +50,15 @@ async def test_a_definition_saved_from_a_query_is_reused_in_a_later_thread(
         await h.slack.wait_for(lambda: with_button(h, later["ts"], "show_work"), 30)
         [answer] = with_button(h, later["ts"], "show_work")
         shown = modal_text(await open_show_work(h, answer))
+        await h.slack.slash_command("/analyze", "memory")
+        listed = lambda: [  # noqa: E731
+            m for m in h.slack.bot_messages(CHANNEL) if "Saved definitions" in str(m)
+        ]
+        await h.slack.wait_for(listed, 10)
+        [memory] = listed()
+        in_list = str(memory["blocks"])
+        await h.slack.click_button(memory, "definition_forget:0", user="U0HUMAN01")
+        await h.slack.wait_for(lambda: "Saved definitions" not in str(listed() or [{}]), 10)
         other = await h.slack.post_user_message("C0OTHER07", "how many rows?", mention=True)
         await h.wait_for_runs(other["ts"], 1, channel="C0OTHER07")
         prompt_there = h.model.requests[-1].system_text
@@ -58,3 +67,4 @@ async def test_a_definition_saved_from_a_query_is_reused_in_a_later_thread(
     assert "Reused the channel's saved definition of *row count*" in shown
     assert '"row count"' not in prompt_there and "Definitions saved" not in prompt_there
     assert "It computed 795." in h.texts(first["ts"])
+    assert "*row count*: a `sql` step, computed 795" in in_list

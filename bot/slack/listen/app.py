@@ -171,7 +171,15 @@ def build_app(
         await ack()
         message_ts = str((body.get("message") or {}).get("ts") or "")
         team = str((body.get("team") or {}).get("id") or "")
-        await bot.memory_list.forget(team, action.get("value", ""), Click.of(body), message_ts)
+        verb, value, click = (
+            str(action.get("action_id", "")),
+            action.get("value", ""),
+            Click.of(body),
+        )
+        if verb.startswith(memory_blocks.FORGET_DEFINITION_ACTION):
+            await bot.memory_list.forget_definition(team, value, click, message_ts)
+        else:
+            await bot.memory_list.forget(team, value, click, message_ts)
 
     @app.action(schedule_blocks.MANAGE_ACTIONS)
     async def manage(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:

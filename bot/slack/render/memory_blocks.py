@@ -10,17 +10,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.slack.render.block_kit import escape, fit, section
-from bot.store.base import NoteRecord
+from bot.store.base import DefinitionRecord, NoteRecord
 
 FORGET_ACTION = "note_forget"
-# A list's buttons are named "note_forget:<note id>": unique within the message.
-FORGET_ACTIONS = re.compile(rf"^{FORGET_ACTION}:")
-LIST_MAX = 20  # notes shown in one message (two blocks each, within 50)
+FORGET_DEFINITION_ACTION = "definition_forget"
+# A list's buttons are named "<action>:<n>": unique within the message.
+FORGET_ACTIONS = re.compile(rf"^({FORGET_ACTION}|{FORGET_DEFINITION_ACTION}):")
+LIST_MAX = 15  # notes shown in one message (two blocks each, within 50)
+DEFINITIONS_MAX = 8  # and definitions
 NOTE_MAX = 600
 
 
-def listing(notes: Sequence[NoteRecord]) -> tuple[str, list[dict[str, Any]]]:
-    if not notes:
+def listing(
+    notes: Sequence[NoteRecord], definitions: Sequence[DefinitionRecord] = ()
+) -> tuple[str, list[dict[str, Any]]]:
+    if not notes and not definitions:
         text = 'No notes for this channel. Save one: "@bot remember for this channel: …".'
         return text, [section(text)]
     head = f"*Notes for this channel* ({len(notes)})"
@@ -37,6 +41,22 @@ def listing(notes: Sequence[NoteRecord]) -> tuple[str, list[dict[str, Any]]]:
         blocks += [section(line), {"type": "actions", "elements": [button]}]
     if len(notes) > LIST_MAX:
         blocks.append(section(f"_… and {len(notes) - LIST_MAX} more._"))
+    if definitions:
+        blocks.append(section(f"*Saved definitions* ({len(definitions)})"))
+    for i, d in enumerate(definitions[:DEFINITIONS_MAX]):
+        saved = time.strftime("%Y-%m-%d", time.gmtime(d.saved_at))
+        computed = f", computed {escape(', '.join(d.figures[:3]))}" if d.figures else ""
+        line = (
+            f"*{escape(fit(d.name, 80))}*: a `{escape(d.language)}` step{computed}\n"
+            f"_saved by <@{d.saved_by}> on {saved}_"
+        )
+        button = {
+            "type": "button",
+            "action_id": f"{FORGET_DEFINITION_ACTION}:{i}",
+            "value": d.name,
+            "text": {"type": "plain_text", "text": "Forget"},
+        }
+        blocks += [section(line), {"type": "actions", "elements": [button]}]
     return head, blocks
 
 
