@@ -26,6 +26,7 @@ from sqlglot.errors import SqlglotError
 
 from bot.sql.config import ConnectionSpec
 from bot.sql.csv_records import record_span
+from bot.sql.engines import begin_read_only, end_read_only
 
 HEAD_BYTES = 256 << 10  # the start of the file, kept for the columns and the preview
 QUEUE_CHUNKS = 8  # chunks between the server and the sandbox: memory stays flat
@@ -64,13 +65,8 @@ class CopySource:
 
     @classmethod
     async def open(cls, engine: AsyncEngine, inner: str, spec: ConnectionSpec) -> CopySource:
-        conn = await engine.connect()
+        conn, transaction = await begin_read_only(engine, spec)
         try:
-            await conn.execution_options(postgresql_readonly=True)
-            transaction = await conn.begin()
-            await conn.exec_driver_sql(
-                f"SET LOCAL statement_timeout = {int(spec.timeout_s * 1000)}"
-            )
             driver = (await conn.get_raw_connection()).driver_connection
             assert driver is not None
         except BaseException:
@@ -126,12 +122,7 @@ class CopySource:
                 self.queue.get_nowait()
         with contextlib.suppress(BaseException):
             await self._task
-        try:
-            await self._transaction.rollback()
-        except Exception:  # a connection the server dropped has nothing to roll back
-            pass
-        finally:
-            await self._conn.close()
+        await end_read_only(self._conn, self._transaction)
 
 
 class CsvCaps:

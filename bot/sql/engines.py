@@ -72,6 +72,17 @@ async def begin_read_only(engine: AsyncEngine, spec: ConnectionSpec) -> tuple[An
     return conn, transaction
 
 
+async def end_read_only(conn: Any, transaction: Any) -> None:
+    """Roll the transaction back (always) and close the connection; a connection the server
+    dropped has nothing left to roll back."""
+    try:
+        await transaction.rollback()
+    except Exception:  # the connection is gone: closing it is all that is left
+        pass
+    finally:
+        await conn.close()
+
+
 def sync_engine(spec: ConnectionSpec) -> Engine:
     """Every other family: an engine whose connections are read-only as far as it goes."""
     if spec.family == "sqlite":

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.errors import BotError
 from bot.sql.config import ConnectionSpec
 from bot.sql.copy_out import CopySource, CsvCaps, copy_of
-from bot.sql.engines import begin_read_only, interrupter, sqlite_for_query
+from bot.sql.engines import begin_read_only, end_read_only, interrupter, sqlite_for_query
 
 BATCH_ROWS = 2_000
 # `:name` is a bind parameter to text(), even inside a string literal; the model's SQL has
@@ -184,13 +184,9 @@ class _AsyncSource:
         return list(await self._result.fetchmany(n))
 
     async def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a dropped connection's cursor is gone too
             await self._result.close()
-            await self._transaction.rollback()
-        except Exception:  # a connection the server dropped has nothing to roll back
-            pass
-        finally:
-            await self._conn.close()
+        await end_read_only(self._conn, self._transaction)
 
 
 class _ThreadSource:
