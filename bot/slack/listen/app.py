@@ -141,26 +141,26 @@ def build_app(
     @app.action(schedule_blocks.CONFIRM_ACTION)
     async def confirm_schedule(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
+        message_ts = _message_ts(body)
         await bot.schedule_buttons.confirm(action.get("value", ""), Click.of(body), message_ts)
 
     @app.action(schedule_blocks.CANCEL_ACTION)
     async def cancel_schedule(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
+        message_ts = _message_ts(body)
         await bot.schedule_buttons.cancel(action.get("value", ""), Click.of(body), message_ts)
 
     @app.action(schedule_blocks.RETRY_ACTION)
     async def retry_firing(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
+        message_ts = _message_ts(body)
         await bot.schedule_buttons.retry(action.get("value", ""), Click.of(body), message_ts)
 
     @app.action(memory_blocks.SAVE_ACTION)
     async def save_note(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
-        team = str((body.get("team") or {}).get("id") or "")
+        message_ts = _message_ts(body)
+        team = _team_id(body)
         if bot.memory is not None:
             await bot.memory.save_proposed(
                 team, action.get("value", ""), Click.of(body), message_ts
@@ -169,22 +169,19 @@ def build_app(
     @app.action(memory_blocks.FORGET_ACTIONS)
     async def forget_note(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
-        team = str((body.get("team") or {}).get("id") or "")
+        message_ts = _message_ts(body)
+        team = _team_id(body)
         verb, value, click = (
             str(action.get("action_id", "")),
             action.get("value", ""),
             Click.of(body),
         )
-        if verb.startswith(memory_blocks.FORGET_DEFINITION_ACTION):
-            await bot.memory_list.forget_definition(team, value, click, message_ts)
-        else:
-            await bot.memory_list.forget(team, value, click, message_ts)
+        await bot.memory_list.forget(team, verb, value, click, message_ts)
 
     @app.action(schedule_blocks.MANAGE_ACTIONS)
     async def manage(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
-        message_ts = str((body.get("message") or {}).get("ts") or "")
+        message_ts = _message_ts(body)
         verb = str(action.get("action_id", "")).partition(":")[0]
         await bot.schedule_list.act(verb, action.get("value", ""), Click.of(body), message_ts)
 
@@ -240,6 +237,15 @@ async def first_set(*events: asyncio.Event) -> None:
     finally:
         for wait in waits:
             wait.cancel()
+
+
+def _message_ts(body: dict[str, Any]) -> str:
+    """The message a button was clicked in (what an answer to the click edits)."""
+    return str((body.get("message") or {}).get("ts") or "")
+
+
+def _team_id(body: dict[str, Any]) -> str:
+    return str((body.get("team") or {}).get("id") or "")
 
 
 async def _none() -> str:

@@ -12,8 +12,8 @@ from bot.slack.threads import Click
 from bot.slack.web import SlackWeb
 from bot.store.base import Store
 
-NOT_YOURS = "Only <@{saver}> or the memory editors can forget this note."
-GONE = "That note is already forgotten."
+NOT_YOURS = "Only <@{saver}> or the memory editors can forget this {what}."
+GONE = "That {what} is already forgotten."
 
 
 class MemoryList:
@@ -29,35 +29,28 @@ class MemoryList:
         notes, definitions = await self.store.notes(place), await self.store.definitions(place)
         return memory_blocks.listing(notes, definitions)
 
-    async def forget_definition(self, team: str, name: str, click: Click, message_ts: str) -> None:
-        """Forget a saved definition: its saver and the memory editors may."""
+    async def forget(
+        self, team: str, action_id: str, value: str, click: Click, message_ts: str
+    ) -> None:
+        """Forget a note (by id) or a saved definition (by name): its saver and the memory
+        editors may."""
         assert self.store is not None
         place = f"{team}:{click.channel}"
-        found = next((d for d in await self.store.definitions(place) if d.name == name), None)
+        definition = action_id.startswith(memory_blocks.FORGET_DEFINITION_ACTION)
+        if definition:
+            savers = {d.name: d.saved_by for d in await self.store.definitions(place)}
+        else:
+            savers = {n.id: n.saved_by for n in await self.store.notes(place)}
+        saver, what = savers.get(value), "definition" if definition else "note"
         refusal = self.policy.refusal(click.channel, click.user)
-        if found is None:
-            refusal = GONE
-        elif refusal is None and click.user not in {found.saved_by, *self.policy.memory_editors}:
-            refusal = NOT_YOURS.format(saver=found.saved_by).replace("note", "definition")
+        if saver is None:
+            refusal = GONE.format(what=what)
+        elif refusal is None and click.user not in {saver, *self.policy.memory_editors}:
+            refusal = NOT_YOURS.format(saver=saver, what=what)
         if refusal is not None:
             await self.web.ephemeral(click.channel, click.user, refusal, None)
             return
-        await self.store.delete_definition(place, name)
-        text, blocks = await self._drawn(place)
-        await self.web.update(click.channel, message_ts, text, blocks)
-
-    async def forget(self, team: str, note_id: str, click: Click, message_ts: str) -> None:
-        assert self.store is not None
-        place = f"{team}:{click.channel}"
-        note = next((n for n in await self.store.notes(place) if n.id == note_id), None)
-        refusal = self.policy.refusal(click.channel, click.user)
-        if note is None:
-            refusal = GONE
-        elif refusal is None and click.user not in {note.saved_by, *self.policy.memory_editors}:
-            refusal = NOT_YOURS.format(saver=note.saved_by)
-        if refusal is not None:
-            await self.web.ephemeral(click.channel, click.user, refusal, None)
-            return
-        await self.store.delete_note(place, note_id)
+        forget = self.store.delete_definition if definition else self.store.delete_note
+        await forget(place, value)
         text, blocks = await self._drawn(place)
         await self.web.update(click.channel, message_ts, text, blocks)
