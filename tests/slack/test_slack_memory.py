@@ -133,3 +133,20 @@ async def test_a_note_the_model_proposes_is_saved_by_the_asker_only(
         await h.wait_for_runs(later["ts"], 1)
     assert "Only <@U0HUMAN01> can save this note." in refused
     assert f">{definition}</channel_note>" in h.model.requests[-1].system_text
+
+
+async def test_a_long_proposed_note_in_another_script_fits_its_button(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    """The Save button carries the note: 1,000 characters of any script stay within the
+    2,000 characters Slack allows a button's value (escaped, they would not)."""
+    definition = "καθαρά έσοδα " * 76  # 988 characters, nearly all of which JSON escapes
+
+    def corrected(req):
+        if req.turn == 0 and "propose_note" in req.tools:
+            return Reply([tool_use("propose_note", {"text": definition})])
+        return Reply([text("Noted.")])
+
+    async with fake_world("local", corrected, sandbox_root, monkeypatch) as h, bot_process(h):
+        asked = await h.slack.post_user_message(CHANNEL, "nie, bez zwrotów", mention=True)
+        await h.slack.wait_for(lambda: with_button(h, asked["ts"], "note_save"), 30)

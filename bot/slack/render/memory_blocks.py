@@ -72,7 +72,8 @@ def proposal(text: str, asker: str) -> tuple[str, list[dict[str, Any]]]:
         "type": "button",
         "action_id": SAVE_ACTION,
         "style": "primary",
-        "value": json.dumps({"by": asker, "text": text}),
+        # unescaped: a note in another script stays within a value's 2,000 characters
+        "value": json.dumps({"by": asker, "text": text}, ensure_ascii=False),
         "text": {"type": "plain_text", "text": "Save"},
     }
     return "Save this for the channel?", [section(said), {"type": "actions", "elements": [button]}]
