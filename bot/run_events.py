@@ -77,6 +77,7 @@ class RunFinished:
     budget_usd: float | None = None
     figures: tuple[Trace, ...] = ()
     figures_note: str = ""  # "12 figures, all traced to steps 2–4"
+    notes_used: int = 0  # channel notes the answer says shaped it
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import pytest
 from bot.sandbox.base import SandboxSpec
 from bot.sandbox.local import LocalProvider, LocalSandbox
 from tests.leftovers import SANDBOX_ROOTS, survivors
+from tests.redis_server import redis_url
 from tests.support import local_provider_at
 
 LEFTOVER_GRACE_S = 5.0  # a sandbox killed by the last test may take a moment to go
@@ -50,6 +51,20 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy for clients that talk to the fakes on loopback."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def store_backend(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[str, dict[str, str]]]:
+    """Run the test on each store: the sandbox backend that goes with it and the settings
+    that choose it. SQLite with local sandboxes; Redis (a private server) with Buddy's, as
+    replicas sharing a Redis need sandboxes every replica can reach."""
+    if request.param == "sqlite":
+        yield "local", {}
+        return
+    async with redis_url() as url:
+        yield "buddy", {"redis_url": url}
 
 
 @pytest.fixture(params=["local", "buddy"])

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from bot.settings import Settings
 from bot.slack.listen.app import serve
+from bot.store.redis_store import RedisStore
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.buddy import FakeBuddy
 from tests.fakes.slack import FakeSlack
@@ -37,19 +39,21 @@ class Harness:
     settings: Settings
     root: Path
 
-    def bot_messages(self, thread_ts: str) -> list[dict[str, Any]]:
-        return [m for m in self.slack.thread(CHANNEL, thread_ts) if m.get("bot_id")]
+    def bot_messages(self, thread_ts: str, channel: str = CHANNEL) -> list[dict[str, Any]]:
+        return [m for m in self.slack.thread(channel, thread_ts) if m.get("bot_id")]
 
-    def texts(self, thread_ts: str) -> str:
-        return "\n".join(all_text(m) for m in self.bot_messages(thread_ts))
+    def texts(self, thread_ts: str, channel: str = CHANNEL) -> str:
+        return "\n".join(all_text(m) for m in self.bot_messages(thread_ts, channel))
 
     def sandboxes_alive(self) -> int:
         if self.buddy is not None:
             return len(self.buddy.sandboxes)
         return sum(1 for p in self.root.iterdir() if p.name.startswith("lcl-"))
 
-    async def wait_for_text(self, thread_ts: str, needle: str, timeout: float = 20) -> None:
-        await self.slack.wait_for(lambda: needle in self.texts(thread_ts), timeout)
+    async def wait_for_text(
+        self, thread_ts: str, needle: str, timeout: float = 20, channel: str = CHANNEL
+    ) -> None:
+        await self.slack.wait_for(lambda: needle in self.texts(thread_ts, channel), timeout)
 
     def runs(self, thread_ts: str, channel: str = CHANNEL) -> list[tuple[str, str | None]]:
         """The thread's runs from the store, oldest first: (question, outcome), the outcome
@@ -70,9 +74,30 @@ class Harness:
     ) -> list[tuple[str, str | None]]:
         """The thread's runs once `n` of them have ended: the moment a later event has
         passed, rather than a guess at how long it takes."""
+        if self.settings.redis_url:
+            return await self._wait_for_redis_runs(thread_ts, n, channel, timeout)
         ended = lambda: sum(o is not None for _, o in self.runs(thread_ts, channel)) >= n  # noqa: E731
         await self.slack.wait_for(ended, timeout)
         return self.runs(thread_ts, channel)
+
+    async def _wait_for_redis_runs(
+        self, thread_ts: str, n: int, channel: str, timeout: float
+    ) -> list[tuple[str, str | None]]:
+        """wait_for_runs on a bot whose store is Redis, read through the bot's own reader."""
+        store = RedisStore(str(self.settings.redis_url))
+        await store.open()
+        key = f"{self.slack.team_id}:{channel}:{thread_ts}"
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                runs = [(r.question, r.outcome) for r in await store.runs(key)]
+                if sum(o is not None for _, o in runs) >= n:
+                    return runs
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} runs did not end within {timeout}s")
+                await asyncio.sleep(0.02)
+        finally:
+            await store.close()
 
     def _query(self, sql: str, *args: str) -> list[tuple]:
         if not self.settings.store_path.exists():

@@ -27,6 +27,7 @@ from bot.agent.prompt import system_blocks
 from bot.agent.tools import Toolbox
 from bot.agent.totals import RunTotals
 from bot.agent.trim import drop_thinking
+from bot.memory.notes import cited
 from bot.run_events import AgentView, RunFailed, RunFinished, TextEmitted
 
 
@@ -73,6 +74,7 @@ class Agent:
         self._tools = toolbox.definitions()
         self._checkpoint = checkpoint
         self._question = ""
+        self._context = ""  # the run's system prompt tail: files, channel notes
         self._run_calls: list[str] = []  # this run's steps, in order: what the thread numbers
         # A run cut off by a crash may have left tool calls unanswered; they get results
         # saying so, or the API would refuse the history.
@@ -105,7 +107,7 @@ class Agent:
         `notes` tell of what happened since the last question; they go before it, in the
         conversation, since the history is resent as is and stays in the prompt cache."""
         run = RunTotals(budget_usd=budget_usd)
-        self._question, self._run_calls = question, []
+        self._question, self._run_calls, self._context = question, [], context
         if self._keeper is not None and (
             rewrite := await self._keeper.before_question(self.history)
         ):
@@ -185,7 +187,7 @@ class Agent:
 
     async def _check(self, message: Message) -> Checked:
         """The answer's figures traced to the steps' outputs (the limits' notes left out)."""
-        answer = "\n\n".join(texts(message)).strip()
+        answer, _ = self._answer(message)
         return await check(answer, self._question, self.history, self._run_calls, endings.OWN_NOTES)
 
     async def _correct(self, checked: Checked, run: RunTotals) -> None:
@@ -283,13 +285,18 @@ class Agent:
         checked: Checked | None = None,
     ) -> RunFinished:
         checked = checked or await self._check(message)  # before the notes below, own figures
-        answer = endings.closing("\n\n".join(texts(message)).strip(), stop, run)
+        text, notes_used = self._answer(message)
+        answer = endings.closing(text, stop, run)
         finished = RunFinished(
             answer or "(no answer text)", run.turns, run.usage, run.cost, stop, run.budget_usd,
-            checked.traces, checked.note,
+            checked.traces, checked.note, notes_used,
         )  # fmt: skip
         await view(finished)
         return finished
+
+    def _answer(self, message: Message) -> tuple[str, int]:
+        """The answer's text, and how many channel notes it says shaped it (that line off)."""
+        return cited("\n\n".join(texts(message)).strip(), self._context)
 
     async def _save(self, archive: dict[str, Any] | None = None) -> None:
         if self._checkpoint is not None:

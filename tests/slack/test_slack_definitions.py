@@ -29,11 +29,14 @@ def analyst(req):
 
 
 async def test_a_definition_saved_from_a_query_is_reused_in_a_later_thread(
-    sandbox_root: Path, tmp_path: Path, monkeypatch
+    store_backend: tuple[str, dict[str, str]], sandbox_root: Path, tmp_path: Path, monkeypatch
 ) -> None:
     db = population_sqlite(tmp_path)
     connections = write_connections(tmp_path, file_entry("pop", f"sqlite:///{db}"))
-    world = fake_world("local", analyst, sandbox_root, monkeypatch, connections_file=connections)
+    world = fake_world(
+        store_backend[0], analyst, sandbox_root, monkeypatch, connections_file=connections,
+        **store_backend[1]
+    )  # fmt: skip
     async with world as h, bot_process(h):
         first = await h.slack.post_user_message(CHANNEL, "how many rows?", mention=True)
         await h.wait_for_runs(first["ts"], 1)

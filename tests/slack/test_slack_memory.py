@@ -11,6 +11,8 @@ from tests.slack.test_slack_show_work import with_button
 from tests.slack_harness import CHANNEL, bot_process, fake_world
 
 OTHER = "C0OTHER09"
+PRIVATE = "G0PRIVATE1"
+DM = "D0DIRECT01"
 
 
 def answer(req):
@@ -41,6 +43,52 @@ async def test_a_note_is_used_in_its_channel_only(
     assert "not instructions" in prompt_here
     assert note not in prompt_there and "channel_note" not in prompt_there
     assert f"> {note}" in h.texts(saved["ts"])
+
+
+async def test_private_channel_and_dm_notes_stay_where_they_were_saved(
+    store_backend: tuple[str, dict[str, str]], sandbox_root: Path, monkeypatch
+) -> None:
+    saved_in = {PRIVATE: "churn counts paused plans", DM: "my fiscal year starts in February"}
+    prompts: dict[str, str] = {}
+    world = fake_world(store_backend[0], answer, sandbox_root, monkeypatch, **store_backend[1])
+    async with world as h, bot_process(h):
+        for channel, note in saved_in.items():
+            said = await h.slack.post_user_message(
+                channel, f"remember for this channel: {note}", mention=True
+            )
+            await h.wait_for_text(said["ts"], "Saved for this channel", channel=channel)
+        for channel in (PRIVATE, DM, OTHER):
+            question = await h.slack.post_user_message(channel, "churn this year?", mention=True)
+            await h.wait_for_runs(question["ts"], 1, channel=channel)
+            prompts[channel] = h.model.requests[-1].system_text  # the run's one turn
+    assert saved_in[PRIVATE] in prompts[PRIVATE] and saved_in[DM] not in prompts[PRIVATE]
+    assert saved_in[DM] in prompts[DM] and saved_in[PRIVATE] not in prompts[DM]
+    assert "channel_note" not in prompts[OTHER]
+
+
+async def test_the_footer_counts_the_notes_the_answer_says_it_used(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    def citing(req):
+        if "refunds" in req.system_text:  # names one shown note, and one it was never shown
+            return Reply([text("Revenue was 1,200 net of refunds.\n\nChannel notes used: 1, 7")])
+        return Reply([text("Revenue was 1,300.")])
+
+    async with fake_world("local", citing, sandbox_root, monkeypatch) as h, bot_process(h):
+        bare = await h.slack.post_user_message(CHANNEL, "revenue?", mention=True)
+        await h.wait_for_runs(bare["ts"], 1)
+        saved = await h.slack.post_user_message(
+            CHANNEL, "remember for this channel: revenue means net of refunds", mention=True
+        )
+        await h.wait_for_text(saved["ts"], "Saved for this channel")
+        asked = await h.slack.post_user_message(CHANNEL, "revenue?", mention=True)
+        await h.wait_for_runs(asked["ts"], 1)
+        await h.wait_for_text(asked["ts"], "used 1 channel note")
+    shown = h.texts(asked["ts"])
+    assert "Revenue was 1,200 net of refunds." in shown
+    assert "Channel notes used" not in shown and "used 1 channel note ·" in shown
+    assert "channel note" not in h.texts(bare["ts"])
+    assert 'n="1"' in h.model.requests[-1].system_text
 
 
 async def test_a_secret_looking_note_is_refused(sandbox_root: Path, monkeypatch) -> None:
@@ -78,9 +126,16 @@ async def test_the_operators_instructions_come_first(
 
 
 async def test_the_memory_list_forgets_for_the_saver_and_the_next_run_knows(
-    sandbox_root: Path, monkeypatch
+    store_backend: tuple[str, dict[str, str]], sandbox_root: Path, monkeypatch
 ) -> None:
-    world = fake_world("local", answer, sandbox_root, monkeypatch, memory_editors="U0EDITOR1")
+    world = fake_world(
+        store_backend[0],
+        answer,
+        sandbox_root,
+        monkeypatch,
+        memory_editors="U0EDITOR1",
+        **store_backend[1],
+    )
     async with world as h, bot_process(h):
         for note in ("revenue means net of refunds", "a customer has a paid plan"):
             saved = await h.slack.post_user_message(
@@ -110,7 +165,7 @@ async def test_the_memory_list_forgets_for_the_saver_and_the_next_run_knows(
 
 
 async def test_a_note_the_model_proposes_is_saved_by_the_asker_only(
-    sandbox_root: Path, monkeypatch
+    store_backend: tuple[str, dict[str, str]], sandbox_root: Path, monkeypatch
 ) -> None:
     definition = "Revenue is net of refunds."
 
@@ -119,7 +174,8 @@ async def test_a_note_the_model_proposes_is_saved_by_the_asker_only(
             return Reply([tool_use("propose_note", {"text": definition})])
         return Reply([text("Noted: I will count refunds out.")])
 
-    async with fake_world("local", corrected, sandbox_root, monkeypatch) as h, bot_process(h):
+    world = fake_world(store_backend[0], corrected, sandbox_root, monkeypatch, **store_backend[1])
+    async with world as h, bot_process(h):
         asked = await h.slack.post_user_message(CHANNEL, "no, we count refunds out", mention=True)
         await h.slack.wait_for(lambda: with_button(h, asked["ts"], "note_save"), 30)
         [proposal] = with_button(h, asked["ts"], "note_save")

@@ -37,6 +37,7 @@ from bot.store.base import Store, StoreError
 log = logging.getLogger(__name__)
 
 MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
+LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
 HANDLED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 
 
@@ -114,11 +115,13 @@ class SlackListeners:
         if event.get("subtype") not in HANDLED_SUBTYPES or event.get("bot_id"):
             return  # edits, deletions, bots (ourselves included)
         text = event.get("text") or ""
-        if bot_user_id and f"<@{bot_user_id}>" in text:
-            return  # a mention: the app_mention event handles it
-        if event.get("channel_type") == "im" and not event.get("thread_ts"):
+        # Slack sends no app_mention in DMs: there a mention is a message like any other
+        in_dm = event.get("channel_type") == "im"
+        if in_dm and not event.get("thread_ts"):
             await self.on_mention(event, body)  # a direct message starts its own thread
             return
+        if bot_user_id and f"<@{bot_user_id}>" in text and not in_dm:
+            return  # a mention: the app_mention event handles it
         ref = ThreadRef(_team(event, body), event["channel"], event.get("thread_ts") or "")
         if not ref.ts or not self.engine.accepting or not await self.engine.knows(ref.key):
             return  # not in a thread the bot works in
@@ -130,7 +133,8 @@ class SlackListeners:
     async def _follow_up(self, ref: ThreadRef, event: dict[str, Any]) -> None:
         if await self._refused(ref, event):
             return
-        text = (event.get("text") or "").strip()
+        # a follow-up may open with a mention (in a DM, say): the request is what follows
+        text = LEADING_MENTION.sub("", event.get("text") or "").strip()
         if not await self._remembered(ref, event, text):
             await self._take(ref, event, text)
 

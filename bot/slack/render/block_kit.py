@@ -119,13 +119,18 @@ def stop_button(run_id: str) -> dict[str, Any]:
 
 
 def footer(result: RunFinished, duration_s: float) -> str:
-    """`5 turns · $0.0123 · 14s`, then what holds of the answer's figures, if it has any."""
+    """`5 turns · $0.0123 · 14s`, then how many channel notes shaped the answer and what
+    holds of its figures, where there are any."""
     cost = f"${result.cost_usd:.4f}" if result.cost_usd is not None else "cost unknown"
     if result.budget_usd is not None:
         cost += f" of ${result.budget_usd:.2f}"
     turns = f"{result.turns} turn{'s' if result.turns != 1 else ''}"
-    line = f"{turns} · {cost} · {duration_s:.0f}s"
-    return f"{line} · {escape(result.figures_note)}" if result.figures_note else line
+    parts = [turns, cost, f"{duration_s:.0f}s"]
+    if result.notes_used:
+        parts.append(wording.notes_used(result.notes_used))
+    if result.figures_note:
+        parts.append(escape(result.figures_note))
+    return " · ".join(parts)
 
 
 def continue_button(

@@ -134,7 +134,13 @@ def table_pointer(number: int, caption: str) -> str:
 
 REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
 
+
 # The Show work and Notebook buttons under an answer (show_work.py, handlers.py)
+def notes_used(count: int) -> str:
+    """The footer's word on the channel notes the answer says shaped it."""
+    return f"used {count} channel note{'s' if count != 1 else ''}"
+
+
 SHOW_WORK = "Show work"
 NOTEBOOK = "Notebook"
 SHOW_WORK_TITLE = "Show work"  # a modal's title: 24 characters at most
