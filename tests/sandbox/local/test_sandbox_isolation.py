@@ -244,9 +244,10 @@ async def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
 
 
 async def test_bash_fork_bomb_is_contained(local_sandbox: LocalSandbox) -> None:
-    # The classic form returns at once: the snippet's end tears the namespace down.
+    # The classic form returns at once: the snippet's end tears the namespace down. Its exit
+    # status is the last fork's: an error when that fork met the process limit (a busy host).
     quick = await local_sandbox.run_code("bash", ":(){ :|:& };:", timeout_s=60)
-    assert quick.status == "ok"
+    assert quick.status in ("ok", "error"), quick
     leftover = lambda: processes_of(local_sandbox, "/buddy/.run/main.sh")  # noqa: E731
     assert await eventually(lambda: leftover() == []), leftover()
 
