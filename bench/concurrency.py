@@ -117,6 +117,9 @@ class SleepySandbox:
     async def restart_kernel(self) -> None:
         pass
 
+    async def warm(self) -> bool:
+        return False
+
     async def start_command(self, language: Language, code: str) -> str:
         raise SandboxError("detached commands are not part of this benchmark")
 

@@ -78,6 +78,7 @@ class RunFinished:
     figures: tuple[Trace, ...] = ()
     figures_note: str = ""  # "12 figures, all traced to steps 2–4"
     notes_used: int = 0  # channel notes the answer says shaped it
+    sandbox_wait_s: float = 0.0  # of the run's time, spent waiting for its sandbox to be made
 
 
 @dataclass(frozen=True)

@@ -130,10 +130,12 @@ async def fake_world(
     root: Path,
     monkeypatch: pytest.MonkeyPatch | None,
     slack_options: dict[str, Any] | None = None,
+    buddy_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
     """Fake Slack, model (and Buddy) servers, and the settings that point the bot at them:
-    the agent UI, and Slack's rate tiers at `TIERS` (`slack_options` may change them).
+    the agent UI, and Slack's rate tiers at `TIERS` (`slack_options` may change them; the
+    fake Buddy boots in 0.05 s unless `buddy_options` say otherwise).
     Proxy variables are cleared (through `monkeypatch` in tests; for good in a benchmark),
     since the Slack clients would send loopback calls through a proxy."""
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
@@ -148,7 +150,8 @@ async def fake_world(
         buddy = None
         extra: dict[str, Any] = {}
         if backend == "buddy":
-            buddy = await stack.enter_async_context(FakeBuddy(root, boot_delay_s=0.05))
+            buddy_options = {"boot_delay_s": 0.05, **(buddy_options or {})}
+            buddy = await stack.enter_async_context(FakeBuddy(root, **buddy_options))
             extra = buddy_settings(buddy.base_url)
         settings = settings_for(
             model.base_url,

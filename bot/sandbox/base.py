@@ -106,6 +106,11 @@ class Sandbox(Protocol):
         """Drop the Python kernel; the next Python snippet starts a fresh one."""
         ...
 
+    async def warm(self) -> bool:
+        """Start the Python kernel and its usual imports now, ahead of the first cell (a
+        sandbox without a kernel does nothing). True if the kernel is up."""
+        ...
+
     async def start_command(self, language: Language, code: str) -> str:
         """Start a snippet detached; returns a command id for `command_state` and `kill_command`."""
         ...

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import shlex
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +24,8 @@ from bot.agent.prompt import session_context
 from bot.agent.tools import SandboxGetter
 from bot.datacard import CardTap
 from bot.datacard.data_file import DataFile
-from bot.errors import SandboxGone, SandboxPathError
-from bot.run_events import AgentView, RunFailed, RunFinished
+from bot.errors import BotError, SandboxGone, SandboxPathError
+from bot.run_events import AgentView, Event, RunFailed, RunFinished
 from bot.sandbox.base import (
     OUT_DIR,
     UPLOADS_DIR,
@@ -44,6 +47,8 @@ from bot.sessions.outputs import (
     write_stream,
 )
 from bot.sessions.sandbox_changes import STOPPED, fresh_sandbox, not_posted
+
+log = logging.getLogger(__name__)
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 # What the front end adds to a run's system prompt for its question (channel notes).
@@ -96,6 +101,9 @@ class Session:
         self._on_sandbox = on_sandbox
         self._background: asyncio.Future[None] | None = None
         self._reporter: AgentView | None = None  # the run's, while one goes
+        self._warming: asyncio.Task[None] | None = None  # the new sandbox's kernel imports
+        self._ready_at = 0.0  # when the current sandbox was made (monotonic)
+        self._needed_at: float | None = None  # when the current run first needed it
 
     @property
     def files(self) -> list[DataFile]:
@@ -108,7 +116,7 @@ class Session:
         """
         if self._sandbox_task is not None:
             return
-        self._sandbox_task = asyncio.create_task(self._provider.create(self._spec))
+        self._sandbox_task = asyncio.create_task(self._create())
         self._sandbox_task.add_done_callback(self._report_sandbox)
         self._sandboxes_made += 1
         if self._sandboxes_made > 1:
@@ -129,10 +137,35 @@ class Session:
         self.intakes = list(intakes)
         self._sandboxes_made = 1  # the next sandbox is a fresh one, and the model is told
 
+    async def _create(self) -> Sandbox:
+        """A new sandbox; its kernel then starts and makes its imports in the background,
+        while the model thinks."""
+        began = time.monotonic()
+        sandbox = await self._provider.create(self._spec)
+        self._ready_at = time.monotonic()
+        self._warming = asyncio.create_task(self._warm(sandbox, began))
+        return sandbox
+
+    async def _warm(self, sandbox: Sandbox, began: float) -> None:
+        running = self._ready_at - began
+        try:
+            up = await sandbox.warm()
+        except BotError as exc:
+            log.info("the kernel of sandbox %s was not warmed: %s", sandbox.id, exc)
+            return
+        ready = time.monotonic() - began
+        log.info(
+            "sandbox %s running after %.2fs, its kernel %s after %.2fs",
+            sandbox.id, running, "ready" if up else "not warmed", ready,
+            extra={"sandbox_running_s": running, "kernel_ready_s": ready if up else None},
+        )  # fmt: skip
+
     async def sandbox(self) -> Sandbox:
         """The sandbox, once it exists and every file queued for it has arrived."""
         self.start()
         assert self._sandbox_task is not None
+        if self._reporter is not None and self._needed_at is None:
+            self._needed_at = time.monotonic()
         await self._tell_if_held_back(self._sandbox_task)
         sandbox = await asyncio.shield(self._sandbox_task)
         while self._uploads:
@@ -237,11 +270,27 @@ class Session:
             context = session_context(self.files, self.repo_url)
             if self._extra_context is not None and (extra := await self._extra_context(question)):
                 context = f"{context}\n\n{extra}"
-            self._reporter = view
+            self._reporter, self._needed_at = view, None
             try:
-                return await self.agent.run(question, context, view, budget_usd, notes=notes)
+                ended = await self.agent.run(
+                    question, context, self._timed(view), budget_usd, notes=notes
+                )
             finally:
                 self._reporter = None
+            return self._with_wait(ended) if isinstance(ended, RunFinished) else ended
+
+    def _timed(self, view: AgentView) -> AgentView:
+        """`view`, told at the end how long the run waited for its sandbox to be made."""
+
+        async def timed(event: Event) -> None:
+            await view(self._with_wait(event) if isinstance(event, RunFinished) else event)
+
+        return timed
+
+    def _with_wait(self, finished: RunFinished) -> RunFinished:
+        needed = self._needed_at
+        waited = 0.0 if needed is None else max(0.0, self._ready_at - needed)
+        return dataclasses.replace(finished, sandbox_wait_s=waited)
 
     async def outputs(self) -> AsyncIterator[OutputFile]:
         """report.md (if written), then each file in out/, by safe name: its byte stream
@@ -297,6 +346,10 @@ class Session:
         cancelled, so a sandbox that was about to exist is not leaked. The sandbox is let
         go of first: whatever needs one meanwhile (a file coming in) makes a new one."""
         task, self._sandbox_task = self._sandbox_task, None
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
         uploads, self._uploads = self._uploads, []
         for upload in uploads:
             upload.cancel()

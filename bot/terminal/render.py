@@ -86,6 +86,8 @@ class TerminalView:
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))
                 if event.figures_note:
                     self._write(self._dim(event.figures_note))
+                if event.sandbox_wait_s >= 1:
+                    self._write(self._dim(f"waited {event.sandbox_wait_s:.0f}s for the sandbox"))
             case RunFailed():
                 self._write(self._red(f"\nFailed: {event.reason}"))
                 self._write(self._dim(summary(event.turns, event.usage, event.cost_usd)))

@@ -117,6 +117,17 @@ class BuddySandbox:
             async with self._guard():
                 await self._kernel.restart()
 
+    async def warm(self) -> bool:
+        kernel = self._kernel
+        if kernel is None:
+            return False
+
+        async def warm() -> bool:
+            async with self._guard(), self._kept_awake():
+                return await kernel.warm()
+
+        return await self._awake(warm)
+
     async def start_command(self, language: Language, code: str) -> str:
         network = self._provider.config.network
         script = run_script(language, code, self._commands.command_max_s, network=network)

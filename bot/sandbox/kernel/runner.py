@@ -22,6 +22,21 @@ log = logging.getLogger(__name__)
 
 Stop = Literal["interrupted", "restarted"]
 
+# Imports the model's first cell almost always needs, made while the model still thinks.
+# Bound to no name the model can see; a library that is missing is skipped.
+WARM_CELL = """\
+def _bot_warm():
+    import importlib
+    for name in ("numpy", "pandas", "matplotlib.pyplot"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+_bot_warm()
+del _bot_warm
+"""
+WARM_LIMIT_S = 120.0
+
 
 class KernelProcess(Protocol):
     """One running kernel, as a backend reaches it."""
@@ -66,6 +81,7 @@ class KernelRunner:
         self._process: KernelProcess | None = None
         self._stale = fresh_first  # state was lost since the model last had a kernel
         self._event: KernelEvent = "started"
+        self._warmed: KernelEvent | None = None  # a warmed kernel's news, for its first cell
         self._lock = asyncio.Lock()
         self._cleanups: set[asyncio.Task[Stop | None]] = set()
 
@@ -79,6 +95,23 @@ class KernelRunner:
                 result = await self._attempt(code, timeout_s, started)
             assert result is not None, "a kernel just started always gives a result"
             return result
+
+    async def warm(self) -> bool:
+        """Start the kernel and make its imports now, ahead of the first cell, which still
+        hears that its kernel is new. True if the kernel is up (or was already)."""
+        async with self._lock:
+            if self._process is not None:
+                return True
+            process = await self._ensure()
+            output = CellOutput(self._output_bytes)
+            stop = await self._run(
+                process, Cell(secrets.token_hex(6), WARM_CELL), output, WARM_LIMIT_S
+            )
+            if stop is None and output.done is not None:
+                self._warmed = self._event
+                return True
+            await self._drop(process)  # the first cell starts one as if never warmed
+            return False
 
     async def restart(self) -> None:
         """Kill the kernel on request; the next cell starts a fresh one without a note."""
@@ -126,9 +159,9 @@ class KernelRunner:
     async def _ensure(self) -> KernelProcess:
         if self._process is None:
             self._process = await self._start()
-            self._event = "fresh" if self._stale else "started"
+            self._event, self._warmed = ("fresh" if self._stale else "started"), None
         else:
-            self._event = "kept"
+            self._event, self._warmed = self._warmed or "kept", None
         return self._process
 
     async def _run(

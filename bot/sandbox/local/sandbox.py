@@ -130,6 +130,10 @@ class LocalSandbox:
         if self._kernel is not None:
             await self._kernel.restart()
 
+    async def warm(self) -> bool:
+        self._check_alive()
+        return self._kernel is not None and await self._kernel.warm()
+
     async def start_command(self, language: Language, code: str) -> str:
         running = [run for run in self._commands.values() if not run.done.done()]
         if len(running) >= self._limits.max_commands:

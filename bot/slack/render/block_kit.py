@@ -125,7 +125,7 @@ def footer(result: RunFinished, duration_s: float) -> str:
     if result.budget_usd is not None:
         cost += f" of ${result.budget_usd:.2f}"
     turns = f"{result.turns} turn{'s' if result.turns != 1 else ''}"
-    parts = [turns, cost, f"{duration_s:.0f}s"]
+    parts = [turns, cost, wording.took(duration_s, result.sandbox_wait_s)]
     if result.notes_used:
         parts.append(wording.notes_used(result.notes_used))
     if result.figures_note:

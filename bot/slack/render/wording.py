@@ -136,6 +136,14 @@ REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached t
 
 
 # The Show work and Notebook buttons under an answer (show_work.py, handlers.py)
+def took(duration_s: float, sandbox_wait_s: float) -> str:
+    """The footer's time: "14s", or "12s, 8s of it starting the sandbox" when the wait for
+    the sandbox is worth saying (a second or more)."""
+    if sandbox_wait_s < 1:
+        return f"{duration_s:.0f}s"
+    return f"{duration_s:.0f}s, {min(sandbox_wait_s, duration_s):.0f}s of it starting the sandbox"
+
+
 def notes_used(count: int) -> str:
     """The footer's word on the channel notes the answer says shaped it."""
     return f"used {count} channel note{'s' if count != 1 else ''}"

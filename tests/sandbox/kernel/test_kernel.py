@@ -97,6 +97,28 @@ async def test_state_survives_between_calls(sandbox: Sandbox) -> None:
     assert (shell.stdout.text, shell.kernel) == ("10\n", None)
 
 
+async def test_a_warmed_kernel_has_its_imports_and_its_first_cell_still_hears_it_is_new(
+    sandbox: Sandbox,
+) -> None:
+    assert await sandbox.warm()
+    assert await sandbox.warm()  # once up, warming again does nothing
+    first = await python(
+        sandbox, "import sys\nprint(sorted({'numpy', 'pandas'} & set(sys.modules)), dir())"
+    )
+    assert (first.status, first.kernel) == ("ok", "started")
+    assert "['numpy', 'pandas']" in first.stdout.text and "_bot_warm" not in first.stdout.text
+    second = await python(sandbox, "print(1)")
+    assert second.kernel == "kept"
+
+
+async def test_a_kernel_killed_after_warming_is_started_afresh(sandbox: Sandbox) -> None:
+    assert await sandbox.warm()
+    await sandbox.restart_kernel()
+    first = await python(sandbox, "print('numpy' in __import__('sys').modules)")
+    assert (first.stdout.text, first.kernel) == ("False\n", "started")
+    assert (await python(sandbox, "print(2)")).kernel == "kept"
+
+
 async def test_timeout_interrupts_the_cell_and_keeps_state(sandbox: Sandbox) -> None:
     started = time.monotonic()
     result = await python(sandbox, "x = 1\nimport time\ntime.sleep(30)\nx = 2", timeout_s=1)
