@@ -15,6 +15,7 @@ from bot.store.base import (
     FiringRecord,
     NoteRecord,
     NotFound,
+    PoolRecord,
     Pruned,
     Queued,
     RunOutcome,
@@ -229,6 +230,19 @@ class MeteredStore:
 
     async def firings(self, schedule_id: str, limit: int = 20) -> list[FiringRecord]:
         return await self._call(self._store.firings(schedule_id, limit))
+
+    # -- PoolStore --
+    async def pool_add(self, sandbox_id: str, at: float) -> None:
+        await self._call(self._store.pool_add(sandbox_id, at))
+
+    async def pool_claim(self, at: float) -> str | None:
+        return await self._call(self._store.pool_claim(at))
+
+    async def pool(self) -> list[PoolRecord]:
+        return await self._call(self._store.pool())
+
+    async def pool_forget(self, sandbox_id: str) -> None:
+        await self._call(self._store.pool_forget(sandbox_id))
 
     # -- NoteStore --
     async def add_note(self, note: NoteRecord) -> None:

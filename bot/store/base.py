@@ -497,6 +497,35 @@ class NoteStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PoolRecord:
+    """A booted sandbox kept ready for a new thread (WARM_SANDBOXES), and when a thread
+    took it (None: still free)."""
+
+    sandbox_id: str
+    added_at: float
+    claimed_at: float | None = None
+
+
+class PoolStore(Protocol):
+    """The warm pool: sandboxes made ahead, each taken by one thread, whichever replica."""
+
+    async def pool_add(self, sandbox_id: str, at: float) -> None: ...
+
+    async def pool_claim(self, at: float) -> str | None:
+        """Take the oldest free member, marked taken at `at`, in one step: two callers
+        never get the same one. None when none is free."""
+        ...
+
+    async def pool(self) -> list[PoolRecord]:
+        """Every member, free or taken, the oldest first."""
+        ...
+
+    async def pool_forget(self, sandbox_id: str) -> None:
+        """Take the member out of the pool's records (gone, or long since taken)."""
+        ...
+
+
 @runtime_checkable
 class Store(
     SessionStore,
@@ -506,6 +535,7 @@ class Store(
     UpkeepStore,
     ScheduleStore,
     NoteStore,
+    PoolStore,
     Protocol,
 ):
     """Durable session state. Writes naming a session or run that does not exist raise NotFound.

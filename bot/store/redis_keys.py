@@ -30,6 +30,9 @@
     {p}firing_times:{id}      sorted set: the same due times, by time (newest first reads)
     {p}notes:{place}          hash: a channel's notes by id, JSON each (no TTL)
     {p}definitions:{place}    hash: a channel's saved definitions by name, JSON each
+    {p}pool                   sorted set: free warm-pool sandbox ids by when they were added
+    {p}pool:claimed           sorted set: taken ones by when they were taken
+    {p}pool:added             hash: when each member was added
 
 A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
 abandoned expires by itself; retention (Store.prune) deletes what is done before that.
@@ -104,6 +107,18 @@ class Keys:
 
     def firings(self, schedule_id: str) -> str:
         return f"{self.prefix}firings:{schedule_id}"
+
+    @property
+    def pool(self) -> str:
+        return f"{self.prefix}pool"
+
+    @property
+    def pool_claimed(self) -> str:
+        return f"{self.prefix}pool:claimed"
+
+    @property
+    def pool_added(self) -> str:
+        return f"{self.prefix}pool:added"
 
     def definitions(self, place: str) -> str:
         return f"{self.prefix}definitions:{place}"

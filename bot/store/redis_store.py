@@ -33,6 +33,7 @@ from bot.store.base import (
     FiringRecord,
     NoteRecord,
     NotFound,
+    PoolRecord,
     Pruned,
     Queued,
     RunOutcome,
@@ -340,6 +341,41 @@ class RedisStore:
         with self._errors():
             return await self._schedules.firings(schedule_id, limit)
 
+    # The warm pool: a claim moves the oldest free id to the taken set in one script.
+
+    async def pool_add(self, sandbox_id: str, at: float) -> None:
+        with self._errors():
+            async with self._db.pipeline(transaction=True) as tx:
+                tx.zadd(self.keys.pool, {sandbox_id: at}, nx=True)
+                tx.hsetnx(self.keys.pool_added, sandbox_id, repr(at))
+                await tx.execute()
+
+    async def pool_claim(self, at: float) -> str | None:
+        keys = [self.keys.pool, self.keys.pool_claimed]
+        with self._errors():
+            taken = await self._db.eval(POOL_CLAIM, 2, *keys, repr(at))
+        return None if taken is None else str(taken)
+
+    async def pool(self) -> list[PoolRecord]:
+        with self._errors():
+            free = await self._db.zrange(self.keys.pool, 0, -1, withscores=True)
+            taken = await self._db.zrange(self.keys.pool_claimed, 0, -1, withscores=True)
+            added = _text(await self._db.hgetall(self.keys.pool_added))
+        records = [PoolRecord(str(i), float(at)) for i, at in cast(list[Scored], free)]
+        records += [
+            PoolRecord(str(i), float(added.get(str(i), at)), float(at))
+            for i, at in cast(list[Scored], taken)
+        ]
+        return sorted(records, key=lambda r: (r.added_at, r.sandbox_id))
+
+    async def pool_forget(self, sandbox_id: str) -> None:
+        with self._errors():
+            async with self._db.pipeline(transaction=True) as tx:
+                tx.zrem(self.keys.pool, sandbox_id)
+                tx.zrem(self.keys.pool_claimed, sandbox_id)
+                tx.hdel(self.keys.pool_added, sandbox_id)
+                await tx.execute()
+
     # Channel memory: a hash per place, a note per field.
 
     async def add_note(self, note: NoteRecord) -> None:
@@ -437,11 +473,22 @@ def _token(token: int | None) -> str:
     return "" if token is None else str(int(token))
 
 
+# KEYS: free pool, taken pool; ARGV: when. The oldest free id, moved to the taken set.
+POOL_CLAIM = """
+local got = redis.call('ZPOPMIN', KEYS[1])
+if #got == 0 then return false end
+redis.call('ZADD', KEYS[2], ARGV[1], got[1])
+return got[1]
+"""
+
 _SCRIPTS = (
     "WRITE_FOR_SESSION", "SAVE_HISTORY", "UPDATE_SESSION", "GRANT", "GRANT_ONCE", "ENQUEUE",
     "START_RUN", "END_RUN", "REQUEST_STOP", "ADD_TURN", "ADD_TOOL_CALL", "ADD_FEEDBACK",
     "TAKE_QUEUED", "RECORD_FIGURES",
 )  # fmt: skip
+
+
+Scored = tuple[str, float]  # a sorted set's member with its score
 
 
 def _text(fields: dict[Any, Any]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import bot.store.sqlite_pool as sqlite_pool
 import bot.store.sqlite_prune as upkeep
 import bot.store.sqlite_rows as rows
 import bot.store.sqlite_schedules as schedules
@@ -24,6 +25,7 @@ from bot.store.base import (
     FileRecord,
     FiringRecord,
     NoteRecord,
+    PoolRecord,
     Pruned,
     Queued,
     RunOutcome,
@@ -301,6 +303,18 @@ class SqliteStore:
 
     async def delete_definition(self, place: str, name: str) -> bool:
         return await self._write(schedules.delete_definition, place, name)
+
+    async def pool_add(self, sandbox_id: str, at: float) -> None:
+        await self._write(sqlite_pool.pool_add, sandbox_id, at)
+
+    async def pool_claim(self, at: float) -> str | None:
+        return await self._write(sqlite_pool.pool_claim, at)
+
+    async def pool(self) -> list[PoolRecord]:
+        return await self._read(sqlite_pool.pool)
+
+    async def pool_forget(self, sandbox_id: str) -> None:
+        await self._write(sqlite_pool.pool_forget, sandbox_id)
 
     # Plumbing.
 

@@ -252,6 +252,14 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (place, name)
     );
     """,
+    # 22: the warm pool.
+    """
+    CREATE TABLE pool (
+        sandbox_id TEXT PRIMARY KEY,
+        added_at REAL NOT NULL,
+        claimed_at REAL
+    );
+    """,
 )
 
 
