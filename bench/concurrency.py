@@ -169,6 +169,9 @@ class SleepyProvider:
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         return [SandboxInfo(i, None) for i in self.sandboxes]
 
+    def has_room(self) -> bool:
+        return True
+
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # no cap on live sandboxes here
 

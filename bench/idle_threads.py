@@ -47,6 +47,9 @@ class NoSandboxes:
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         return []
 
+    def has_room(self) -> bool:
+        return True
+
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # no cap on live sandboxes here
 

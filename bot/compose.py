@@ -28,6 +28,7 @@ from bot.sessions.events import Observer, ViewFor
 from bot.sessions.factory import ContextFor, DefinitionFor, SessionFactory
 from bot.sessions.lifecycle import Upkeep
 from bot.sessions.orphans import OrphanSweeper
+from bot.sessions.pool import WarmPool
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
 from bot.sessions.thread_table import OpenerFor
@@ -162,15 +163,36 @@ class Runtime:
             end_retry=Backoff(s.run_end_attempts, s.run_end_retry_delay_s),
         )
 
-    def orphan_sweeper(
-        self, engine: Engine, turn: Callable[[], Awaitable[bool]] | None = None
-    ) -> OrphanSweeper:
-        """`turn`: whether this process sweeps now (one replica at a time)."""
+    def warm_pool(
+        self, store: Store, turn: Callable[[], Awaitable[bool]] | None = None
+    ) -> WarmPool | None:
+        """The warm pool, new threads' sessions taking from it (None: WARM_SANDBOXES is 0).
+        `turn`: whether this process refills it now (one replica at a time)."""
         s = self.settings
+        if s.warm_sandboxes <= 0:
+            return None
+        pool = WarmPool(self.provider, store, s.warm_sandboxes, tag=s.sandbox_tag, turn=turn)
+        self.sessions.claim = pool.claim
+        return pool
+
+    def orphan_sweeper(
+        self,
+        engine: Engine,
+        turn: Callable[[], Awaitable[bool]] | None = None,
+        pool: WarmPool | None = None,
+    ) -> OrphanSweeper:
+        """`turn`: whether this process sweeps now (one replica at a time); `pool`'s
+        members are left too."""
+        s = self.settings
+
+        async def owned() -> set[str]:
+            held = await engine.owned_sandbox_ids()
+            return held | await pool.owned() if pool else held
+
         return OrphanSweeper(
             self.provider,
             s.sandbox_tag,
-            engine.owned_sandbox_ids,
+            owned,
             interval_s=s.orphan_sweep_interval_s,
             min_age_s=s.orphan_min_age_s,
             turn=turn,

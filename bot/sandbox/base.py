@@ -168,6 +168,11 @@ class SandboxProvider(Protocol):
         once: that number (MAX_SANDBOXES); else 0."""
         ...
 
+    def has_room(self) -> bool:
+        """Whether one more sandbox fits now, without waiting for a slot or making room
+        (what the warm pool may take)."""
+        ...
+
     def on_full(self, make_room: MakeRoom) -> None:
         """With a cap on live sandboxes: how to free one when it is reached, for the
         session named (True once a sandbox was stopped or deleted). Without: ignored."""

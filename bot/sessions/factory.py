@@ -21,7 +21,7 @@ from bot.errors import ConfigError
 from bot.sandbox.base import SandboxProvider
 from bot.scrub import Scrubber
 from bot.sessions.outputs import OutputCaps
-from bot.sessions.session import ExtraContext, Session
+from bot.sessions.session import Claim, ExtraContext, Session
 from bot.settings import Settings
 from bot.sql.config import Scope
 from bot.sql.databases import Databases
@@ -82,6 +82,8 @@ class SessionFactory:
             )
         )
         self.scrubber = Scrubber(settings.secret_values() + databases.connections.secrets())
+        # A booted sandbox for a new thread, if one is ready (the warm pool, once it runs).
+        self.claim: Claim | None = None
         self.instructions = operator_instructions(settings.operator_instructions_file)
 
     def new(
@@ -107,6 +109,7 @@ class SessionFactory:
             ),
             on_sandbox=on_sandbox,
             extra_context=self._extra_for(key),
+            claim=self.claim,
         )
 
     def _loader(self, key: str) -> Loader | None:

@@ -23,6 +23,7 @@ class Periodic:
         self._what, self._work, self._interval_s = what, work, interval_s
         self._turn = turn  # whether this process does it now (one replica does); None: always
         self._task: asyncio.Task[None] | None = None
+        self._soon = asyncio.Event()  # set: the next pass comes now, not at the interval
 
     def start(self) -> None:
         if self._task is None:
@@ -42,4 +43,10 @@ class Periodic:
                     await self._work()
             except Exception:
                 log.exception("%s failed", self._what)
-            await asyncio.sleep(self._interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._soon.wait(), self._interval_s)
+            self._soon.clear()
+
+    def soon(self) -> None:
+        """Do the next pass now rather than at the end of the interval."""
+        self._soon.set()

@@ -47,12 +47,15 @@ from bot.sessions.outputs import (
     write_stream,
 )
 from bot.sessions.sandbox_changes import STOPPED, fresh_sandbox, not_posted
+from bot.store.base import StoreError
 
 log = logging.getLogger(__name__)
 
 AgentFactory = Callable[[SandboxGetter], Agent]
 # What the front end adds to a run's system prompt for its question (channel notes).
 ExtraContext = Callable[[str], Awaitable[str]]
+# A sandbox made ahead (the warm pool), or None.
+Claim = Callable[[], Awaitable[Sandbox | None]]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
 
 
@@ -81,8 +84,11 @@ class Session:
         output_caps: OutputCaps = DEFAULT_CAPS,
         on_sandbox: Callable[[str | None], Awaitable[None]] | None = None,
         extra_context: ExtraContext | None = None,
+        claim: Claim | None = None,
     ) -> None:
         self.key = key
+        # a thread with a repository to fetch boots its own (the fetch is set at creation)
+        self._claim = claim if repo_url is None else None
         self._extra_context = extra_context
         self.repo_url = repo_url
         self.intakes: list[Intake] = []
@@ -141,10 +147,19 @@ class Session:
         """A new sandbox; its kernel then starts and makes its imports in the background,
         while the model thinks."""
         began = time.monotonic()
-        sandbox = await self._provider.create(self._spec)
+        sandbox = await self._claimed() or await self._provider.create(self._spec)
         self._ready_at = time.monotonic()
         self._warming = asyncio.create_task(self._warm(sandbox, began))
         return sandbox
+
+    async def _claimed(self) -> Sandbox | None:
+        if self._claim is None:
+            return None
+        try:
+            return await self._claim()
+        except (BotError, StoreError) as exc:  # a shortcut: without it, a sandbox is made
+            log.warning("no warm sandbox could be taken: %s", exc)
+            return None
 
     async def _warm(self, sandbox: Sandbox, began: float) -> None:
         running = self._ready_at - began

@@ -64,6 +64,17 @@ class SandboxSettings(BaseModel):
             "question fails with a message that says all are in use"
         ),
     )
+    warm_sandboxes: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description=(
+            "sandboxes kept booted, set up and with their kernel's imports made, for new "
+            "threads to take at once (0: none). One replica refills the pool, within "
+            "MAX_SANDBOXES; a thread with a repository to fetch boots its own. An idle "
+            "pooled sandbox costs what a running one does"
+        ),
+    )
     sandbox_wait_s: float = Field(
         default=300,
         ge=0,

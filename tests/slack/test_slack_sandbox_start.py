@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.sessions.pool import POOL_TAG
 from tests.fakes.anthropic import Reply, text, tool_use
 from tests.slack_harness import CHANNEL, bot_process, fake_world
 
@@ -39,3 +40,25 @@ async def test_the_footer_says_how_long_the_sandbox_took_to_start(
     assert shown.count("of it starting the sandbox") == 1  # the second run found it up
     [warmed] = [r for r in caplog.records if "its kernel ready" in r.getMessage()]
     assert warmed.sandbox_running_s >= BOOT_S and warmed.kernel_ready_s >= warmed.sandbox_running_s
+
+
+async def test_a_new_thread_takes_a_warm_sandbox_and_the_pool_refills(
+    sandbox_root: Path, monkeypatch
+) -> None:
+    world = fake_world(
+        "buddy", analyst, sandbox_root, monkeypatch,
+        buddy_options={"boot_delay_s": BOOT_S}, warm_sandboxes=1,
+    )  # fmt: skip
+    free = lambda: [i for (i,) in h._query("SELECT sandbox_id FROM pool WHERE claimed_at IS NULL")]  # noqa: E731
+    async with world as h, bot_process(h):
+        await h.slack.wait_for(free, 30)
+        [pooled] = free()
+        asked = await h.slack.post_user_message(CHANNEL, "six times seven?", mention=True)
+        await h.wait_for_runs(asked["ts"], 1, timeout=60)
+        key = f"{h.slack.team_id}:{CHANNEL}:{asked['ts']}"
+        [(held,)] = h._query("SELECT sandbox_id FROM sessions WHERE key = ?", key)
+        await h.slack.wait_for(lambda: free() and free() != [pooled], 30)
+        await h.wait_for_text(asked["ts"], "The answer is 42.")
+    assert held == pooled
+    assert "of it starting the sandbox" not in h.texts(asked["ts"])
+    assert h.buddy is not None and POOL_TAG in h.buddy.sandboxes[held].tags

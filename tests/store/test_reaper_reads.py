@@ -41,6 +41,9 @@ class RecordingProvider:
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         return []
 
+    def has_room(self) -> bool:
+        return True
+
     def waiting_for_slot(self, session_key: str) -> int:
         return 0
 

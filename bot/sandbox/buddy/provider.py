@@ -106,6 +106,9 @@ class BuddyProvider:
         found = await asyncio.gather(*(tagged(sandbox_id) for sandbox_id in candidates))
         return [info for info in found if info is not None]
 
+    def has_room(self) -> bool:
+        return True  # Buddy's own limits apply
+
     def waiting_for_slot(self, session_key: str) -> int:
         return 0  # Buddy's own limits apply; the bot sets none of its own
 

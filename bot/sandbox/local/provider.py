@@ -111,6 +111,10 @@ class LocalProvider:
             raise
         return sandbox
 
+    def has_room(self) -> bool:
+        slots = self.slots
+        return slots.limit is None or (slots.taken < slots.limit and not slots.waiting)
+
     def waiting_for_slot(self, session_key: str) -> int:
         return self.slots.holds_back(session_key)
 

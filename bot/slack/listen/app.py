@@ -317,7 +317,8 @@ async def serve(
     scheduler = Scheduler(store, firings.fire, replica=coord.replica, paused=firings.paused)
     firings.finish, bot.scheduled = scheduler.finish, firings
     ticking: asyncio.Task[None] | None = None
-    sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"))
+    pool = runtime.warm_pool(store, turn=lambda: coord.job("pool"))
+    sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"), pool=pool)
     pruner = runtime.pruner(store, turn=lambda: coord.job("prune"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)
@@ -338,6 +339,8 @@ async def serve(
             sweeper.start()
         engine.start_reaper()
         pruner.start()
+        if pool is not None:
+            pool.start()
         connecting = handler.connect_async()  # type: ignore[no-untyped-call]  # unannotated in slack-bolt
         await asyncio.wait_for(connecting, CONNECT_TIMEOUT_S)
         log.info(
@@ -360,6 +363,8 @@ async def serve(
                 ticking.cancel()
             await sweeper.stop()
             await pruner.stop()
+            if pool is not None:
+                await pool.stop()
             await bot.shutdown(settings.shutdown_grace_s)
             await coord.close()  # its threads are free for the other replicas
             await http.close()
