@@ -375,9 +375,55 @@ async def _bot_main(settings: Settings, conn: Connection, instrument: bool) -> N
 def _profile_text(profiler: cProfile.Profile, rows: int = 22) -> str:
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
+    if dump := os.environ.get("BENCH_PROFILE_OUT"):
+        stats.dump_stats(dump)  # for a closer look: pstats.Stats(dump).print_callers(...)
+    out.write(_split_text(stats))
     stats.sort_stats("tottime").print_stats(rows)
     stats.sort_stats("cumulative").print_stats(rows)
     return out.getvalue()
+
+
+# Parts of the bot's process, by where a function's own time is spent (first match wins).
+PARTS = (
+    ("bot: Slack front end", "/bot/slack/"),
+    ("bot: model loop", "/bot/agent/"),
+    ("bot: engine and sessions", "/bot/sessions/"),
+    ("bot: store", "/bot/store/"),
+    ("bot: other", "/bot/"),
+    ("anthropic SDK", "/anthropic/"),
+    ("httpx / httpcore / anyio (model client)", ("/httpx", "/httpcore", "/anyio/", "/h11/")),
+    (
+        "slack_sdk / slack_bolt / aiohttp",
+        ("/slack_sdk/", "/slack_bolt/", "/aiohttp/", "/yarl/", "/multidict/"),
+    ),
+    ("pydantic", "pydantic"),
+    ("sqlite3", "sqlite3"),
+    ("json", ("/json/", "json.")),
+    ("asyncio and selectors", ("/asyncio/", "select.", "/selectors.py")),
+    ("sockets", ("_socket.", "/ssl.py", "socket")),
+)
+
+
+def _split_text(stats: pstats.Stats) -> str:
+    """The profile's own time by part of the bot's process, largest first."""
+    totals: dict[str, float] = defaultdict(float)
+    for (path, _line, name), row in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{path}:{name}"
+        part = next(
+            (
+                label
+                for label, marks in PARTS
+                for m in ((marks,) if isinstance(marks, str) else marks)
+                if m in where
+            ),
+            "other (stdlib, builtins)",
+        )
+        totals[part] += row[2]
+    whole = sum(totals.values()) or 1.0
+    lines = ["own time by part of the bot process (cProfile, event-loop thread):"]
+    for part, spent in sorted(totals.items(), key=lambda item: -item[1]):
+        lines.append(f"  {part:<44} {spent:7.2f} s  {spent / whole:5.1%}")
+    return "\n".join(lines) + "\n\n"
 
 
 class BotProcess:
@@ -456,6 +502,9 @@ class Batch:
         return (self.rss_after - self.rss_before) / self.threads / 2**20
 
 
+POSTS = ("chat.postMessage", "chat.startStream", "chat.appendStream", "chat.stopStream")
+
+
 class Watcher:
     """Scans the fake Slack's calls as they arrive: when each channel got its answer and its
     last post."""
@@ -469,14 +518,14 @@ class Watcher:
     def scan(self) -> None:
         calls, self._seen = self._calls[self._seen :], len(self._calls)
         for call in calls:
-            if call.method != "chat.postMessage" or call.error:
+            if call.method not in POSTS or call.error:
                 continue
-            said = str(call.args.get("text") or "")
+            said = str(call.args)  # a message's text, or a stream's chunks
             channel = str(call.args.get("channel") or "")
-            if said.startswith("Answer for thread"):
-                self.answered[index_of(channel)] = call.at
-            elif said == NO_REPORT:
-                self.finished[index_of(channel)] = call.at
+            if "Answer for thread" in said:
+                self.answered.setdefault(index_of(channel), call.at)
+            if NO_REPORT in said or call.method == "chat.stopStream":  # its last post
+                self.finished.setdefault(index_of(channel), call.at)
 
     async def until(self, wanted: Callable[[], bool], within_s: float) -> bool:
         deadline = time.monotonic() + within_s
@@ -488,11 +537,12 @@ class Watcher:
         return False
 
 
-async def run_batch(n: int, root: Path, watch: str) -> Batch:
-    """`watch`: "" (measure only), "timings" or "profile" (see the module's docstring)."""
+async def run_batch(n: int, root: Path, watch: str, ui: str = "classic") -> Batch:
+    """`watch`: "" (measure only), "timings" or "profile" (see the module's docstring);
+    `ui`: the Slack style (SLACK_UI)."""
     model = Model()
     await asyncio.to_thread(root.mkdir)
-    async with fake_world("local", model, root, None, NO_TIERS, slack_ui="classic") as h:
+    async with fake_world("local", model, root, None, NO_TIERS, slack_ui=ui) as h:
         settings = h.settings.model_copy(
             update={
                 "slack_rate_scale": PACING_SCALE,
@@ -691,20 +741,25 @@ async def main() -> None:
     watch.add_argument(
         "--profile", action="store_true", help="--timings, plus cProfile of the bot's loop"
     )
+    parser.add_argument(
+        "--ui", choices=["classic", "assistant"], default="classic",
+        help="the Slack style (SLACK_UI; the bot's default is assistant)",
+    )  # fmt: skip
     args = parser.parse_args()
+    print(f"SLACK_UI={args.ui}")
     sizes: list[list[Batch]] = []
     watched = None
     with sandbox_root() as tmp:
         for n in args.threads:
             runs = []
             for k in range(args.repeat):
-                batch = await run_batch(n, tmp / f"n{n}-{k}", "")
+                batch = await run_batch(n, tmp / f"n{n}-{k}", "", args.ui)
                 runs.append(batch)
                 print(f"{n} threads: {batch.done} answered, wall {batch.wall_s:.2f} s", flush=True)
             sizes.append(runs)
         if args.timings or args.profile:
             how = "profile" if args.profile else "timings"
-            watched = await run_batch(max(args.threads), tmp / "watched", how)
+            watched = await run_batch(max(args.threads), tmp / "watched", how, args.ui)
     print_report(sizes, watched)
 
 

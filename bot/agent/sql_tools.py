@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.agent.schemas import input_schema
 from bot.clip import clip
 from bot.sandbox.base import WORK_DIR, Sandbox
 from bot.scrub import NO_SECRETS, Scrubber
@@ -176,10 +177,7 @@ class SqlDesk:
 
 
 def _definition(name: str, model: type[BaseModel], text: str, names: list[str]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
+    schema = input_schema(model)
     schema["properties"]["connection"]["enum"] = names
     return {"name": name, "description": text, "input_schema": schema}
 

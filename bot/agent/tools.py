@@ -22,6 +22,7 @@ from bot.agent.note_tool import ProposeNote
 from bot.agent.note_tool import proposed as note_proposed
 from bot.agent.schedule_tool import DESCRIPTION as SCHEDULE_DESCRIPTION
 from bot.agent.schedule_tool import ScheduleRun, proposed
+from bot.agent.schemas import input_schema
 from bot.agent.sql_tools import SQL_TOOLS, ListTables, RunSql, SqlAnswer, SqlDesk
 from bot.clip import clip, last_lines
 from bot.errors import BotError
@@ -103,20 +104,12 @@ TOOLS: dict[str, tuple[type[_Input], str]] = {
 }
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    return schema
-
-
 @cache
 def tool_definitions() -> list[dict[str, Any]]:
     """The tool list sent to the model; stable, so it stays in the prompt cache (built once:
     the schemas cost more than half a millisecond)."""
     return [
-        {"name": name, "description": text, "input_schema": _schema(model)}
+        {"name": name, "description": text, "input_schema": input_schema(model)}
         for name, (model, text) in TOOLS.items()
     ]
 
@@ -181,16 +174,16 @@ class Toolbox:
         if self._schedule_min_s is not None:  # where a person can confirm: Slack
             tools.append(
                 {"name": "schedule_run", "description": SCHEDULE_DESCRIPTION,
-                 "input_schema": _schema(ScheduleRun)}
+                 "input_schema": input_schema(ScheduleRun)}
             )  # fmt: skip
             tools.append(
                 {"name": "propose_note", "description": NOTE_DESCRIPTION,
-                 "input_schema": _schema(ProposeNote)}
+                 "input_schema": input_schema(ProposeNote)}
             )  # fmt: skip
         if self._definitions is not None:
             tools.append(
                 {"name": "load_definition", "description": DEFINITION_DESCRIPTION,
-                 "input_schema": _schema(LoadDefinition)}
+                 "input_schema": input_schema(LoadDefinition)}
             )  # fmt: skip
         return tools
 
