@@ -171,7 +171,12 @@ class Runtime:
         s = self.settings
         if s.warm_sandboxes <= 0:
             return None
-        pool = WarmPool(self.provider, store, s.warm_sandboxes, tag=s.sandbox_tag, turn=turn)
+        # Buddy stops a sandbox idle for its timeout: a free member runs something before
+        keep_awake_s = s.buddy_sandbox_timeout / 3 if s.backend == "buddy" else None
+        pool = WarmPool(
+            self.provider, store, s.warm_sandboxes, tag=s.sandbox_tag,
+            keep_awake_s=keep_awake_s, turn=turn,
+        )  # fmt: skip
         self.sessions.claim = pool.claim
         return pool
 

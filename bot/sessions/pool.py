@@ -22,13 +22,14 @@ from collections.abc import Awaitable, Callable
 from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider, SandboxSpec
 from bot.sessions.periodic import Periodic
-from bot.store.base import PoolStore
+from bot.store.base import PoolRecord, PoolStore
 
 log = logging.getLogger(__name__)
 
 POOL_TAG = "warm-pool"  # beside the bot's tag, on each member
 CLAIMED_GRACE_S = 600.0
 FILL_INTERVAL_S = 5.0
+KEEP_AWAKE_LIMIT_S = 30.0
 
 
 class WarmPool:
@@ -40,13 +41,18 @@ class WarmPool:
         *,
         tag: str,
         interval_s: float = FILL_INTERVAL_S,
+        keep_awake_s: float | None = None,
         turn: Callable[[], Awaitable[bool]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`keep_awake_s`: how often a free member runs a trivial command, where the
+        provider stops a sandbox left idle (Buddy); None where it does not."""
         self._provider, self._store, self.size = provider, store, size
         self._tags = (tag, POOL_TAG)
         self._clock = clock
+        self._keep_awake_s = keep_awake_s
         self._live: dict[str, Sandbox] = {}  # members made here: their kernels are warm
+        self._active: dict[str, float] = {}  # when each free member last ran something
         self._job = Periodic("the warm pool", self.fill, interval_s, turn)
 
     async def claim(self) -> Sandbox | None:
@@ -80,6 +86,7 @@ class WarmPool:
             if record.claimed_at is not None and now - record.claimed_at > CLAIMED_GRACE_S:
                 await self._store.pool_forget(record.sandbox_id)
         free = sum(record.claimed_at is None for record in records)
+        await self._keep_awake([r for r in records if r.claimed_at is None], now)
         while free > self.size and await self._drop_one():
             free -= 1  # WARM_SANDBOXES was lowered
         made = 0
@@ -87,6 +94,25 @@ class WarmPool:
             await self._add()
             made += 1
         return made
+
+    async def _keep_awake(self, free: list[PoolRecord], now: float) -> None:
+        """A trivial command in each free member idle for `keep_awake_s`: Buddy stops a
+        sandbox after its inactivity timeout, and a stopped member would boot again."""
+        every = self._keep_awake_s
+        if every is None:
+            return
+        self._active = {r.sandbox_id: self._active.get(r.sandbox_id, r.added_at) for r in free}
+        for record in free:
+            if now - self._active[record.sandbox_id] < every:
+                continue
+            sandbox = self._live.get(record.sandbox_id)
+            try:
+                sandbox = sandbox or await self._provider.attach(record.sandbox_id)
+                if sandbox is not None:
+                    await sandbox.run_code("bash", "true", KEEP_AWAKE_LIMIT_S)
+            except BotError as exc:
+                log.info("warm sandbox %s was not kept awake: %s", record.sandbox_id, exc)
+            self._active[record.sandbox_id] = now
 
     async def _drop_one(self) -> bool:
         if (sandbox_id := await self._store.pool_claim(self._clock())) is None:

@@ -125,3 +125,30 @@ async def test_two_replicas_take_each_member_once(sandbox_root: Path) -> None:
                 await s.close()
             for p in providers:
                 await p.close()
+
+
+async def test_free_members_on_buddy_are_kept_awake(sandbox_root: Path, store: Store) -> None:
+    now = [1000.0]
+    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
+        provider = BuddyProvider(
+            BuddyConfig(
+                token=fake.token, workspace=fake.workspace, project=fake.project,
+                api_url=fake.base_url, retry_base_delay_s=0.01, poll_interval_s=0.02,
+            )
+        )  # fmt: skip
+        try:
+            pool = WarmPool(provider, store, 1, tag=TAG, keep_awake_s=300, clock=lambda: now[0])
+            await pool.fill()
+            [member] = await pool.owned()
+            commands = lambda: len(fake.sandboxes[member].commands)  # noqa: E731
+            made = commands()
+            now[0] += 299  # not idle long enough yet
+            await pool.fill()
+            assert commands() == made
+            now[0] += 2
+            await pool.fill()
+            assert commands() == made + 1
+            await pool.fill()  # just kept awake: nothing more
+            assert commands() == made + 1
+        finally:
+            await provider.close()
