@@ -16,7 +16,7 @@ from bot.coord import Coordinator, LocalCoordinator
 from bot.coord.redis import RedisCoordinator
 from bot.folders import PRIVATE, own_folder, sandbox_root_mode
 from bot.networks import parse_networks, parse_ports
-from bot.sandbox.base import SandboxProvider
+from bot.sandbox.base import SandboxProvider, Snapshots
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
 from bot.sandbox.local import LocalProvider
@@ -31,6 +31,7 @@ from bot.sessions.orphans import OrphanSweeper
 from bot.sessions.pool import WarmPool
 from bot.sessions.pruning import Pruner, Retention, redis_ttl_s
 from bot.sessions.retry import Backoff
+from bot.sessions.snapshots import SnapshotKeeper
 from bot.sessions.thread_table import OpenerFor
 from bot.settings import Settings
 from bot.sql.config import Scope, load_connections
@@ -161,6 +162,17 @@ class Runtime:
                 s.run_repair_grace_s,
             ),
             end_retry=Backoff(s.run_end_attempts, s.run_end_retry_delay_s),
+            keeper=self.snapshot_keeper(store),
+        )
+
+    def snapshot_keeper(self, store: Store) -> SnapshotKeeper | None:
+        """What snapshots quiet threads' sandboxes (None: SESSION_IDLE_ACTION is not
+        snapshot, or the provider keeps no snapshots)."""
+        s = self.settings
+        if s.session_idle_action != "snapshot" or not isinstance(self.provider, Snapshots):
+            return None
+        return SnapshotKeeper(
+            self.provider, store, tag=s.sandbox_tag, max_kept=s.buddy_snapshots_max
         )
 
     def warm_pool(
@@ -185,9 +197,10 @@ class Runtime:
         engine: Engine,
         turn: Callable[[], Awaitable[bool]] | None = None,
         pool: WarmPool | None = None,
+        keeper: SnapshotKeeper | None = None,
     ) -> OrphanSweeper:
         """`turn`: whether this process sweeps now (one replica at a time); `pool`'s
-        members are left too."""
+        members are left too; `keeper`'s snapshots no thread names are swept as well."""
         s = self.settings
 
         async def owned() -> set[str]:
@@ -201,6 +214,7 @@ class Runtime:
             interval_s=s.orphan_sweep_interval_s,
             min_age_s=s.orphan_min_age_s,
             turn=turn,
+            also=keeper.sweep if keeper else None,
         )
 
     def pruner(self, store: Store, turn: Callable[[], Awaitable[bool]] | None = None) -> Pruner:

@@ -244,6 +244,16 @@ class MeteredStore:
     async def pool_forget(self, sandbox_id: str) -> None:
         await self._call(self._store.pool_forget(sandbox_id))
 
+    # -- SnapshotStore --
+    async def set_snapshot(self, key: str, snapshot_id: str | None) -> None:
+        await self._call(self._store.set_snapshot(key, snapshot_id))
+
+    async def snapshot_of(self, key: str) -> str | None:
+        return await self._call(self._store.snapshot_of(key))
+
+    async def snapshots(self) -> dict[str, str]:
+        return await self._call(self._store.snapshots())
+
     # -- NoteStore --
     async def add_note(self, note: NoteRecord) -> None:
         await self._call(self._store.add_note(note))

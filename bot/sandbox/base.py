@@ -90,6 +90,34 @@ class SandboxSpec:
     session_key: str
     repo_url: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    snapshot_id: str | None = None  # the thread's own snapshot to restore (Snapshots)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot as a provider lists it."""
+
+    id: str
+    name: str
+    created_at: float | None  # Unix time, when the backend says
+
+
+@runtime_checkable
+class Snapshots(Protocol):
+    """A provider that keeps a sandbox's disk as a snapshot, and makes a sandbox from one
+    (`SandboxSpec.snapshot_id`): SESSION_IDLE_ACTION=snapshot."""
+
+    async def take_snapshot(self, sandbox_id: str, name: str) -> str:
+        """Snapshot the sandbox's disk; the snapshot's id once it can be restored."""
+        ...
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """Delete it; one already gone is fine."""
+        ...
+
+    async def list_snapshots(self, prefix: str) -> list[SnapshotInfo]:
+        """The snapshots named with `prefix`, the oldest first."""
+        ...
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ from bot.sessions.retry import Backoff
 from bot.sessions.run import observed
 from bot.sessions.run_worker import RunWorker
 from bot.sessions.session import Session
+from bot.sessions.snapshots import SnapshotKeeper
 from bot.sessions.takeover import ask_again, end_cut_runs
 from bot.sessions.thread import MayStop, RunResult
 from bot.sessions.thread_table import OpenerFor, ThreadTable
@@ -50,6 +51,7 @@ class Engine:
         claim: Claim | None = None,
         release: Release | None = None,
         observers: Callable[[], Observer] | None = None,
+        keeper: SnapshotKeeper | None = None,
     ) -> None:
         """`upkeep`: when quiet threads' sandboxes go. `claim` and `release`: how this
         process takes a thread it does not hold, to reap it, and lets it go after
@@ -61,7 +63,7 @@ class Engine:
         if observers is not None:
             view_for = observed(view_for, observers)
         self._view_for = view_for
-        self._threads = ThreadTable(store, sessions, opener_for, clock)
+        self._threads = ThreadTable(store, sessions, opener_for, clock, keeper)
         self._runs = RunWorker(
             store, self._threads, view_for, budgets, release or let_go_nothing,
             end_retry=end_retry, clock=clock,
@@ -69,7 +71,7 @@ class Engine:
         self._lifecycle = Lifecycle(
             self._threads, store, sessions.provider, view_for,
             upkeep=upkeep, live_runs=self._runs.live_runs, clock=clock,
-            claim=claim, release=release,
+            claim=claim, release=release, keeper=keeper,
         )  # fmt: skip
 
     @property

@@ -62,6 +62,7 @@ class SandboxSuspended:
 
     kept_s: float = 0.0
     for_room: bool = False
+    snapshot: bool = False  # its disk was kept as a snapshot: files come back as they were
 
 
 @dataclass(frozen=True)

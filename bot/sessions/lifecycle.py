@@ -17,6 +17,7 @@ first; the cap, like the sandboxes, is this process's own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -26,13 +27,15 @@ from typing import Literal
 from bot.errors import BotError
 from bot.sandbox.base import SandboxProvider
 from bot.sessions.events import RunInterrupted, SandboxSuspended, ViewFor
+from bot.sessions.session import Keep
+from bot.sessions.snapshots import SnapshotKeeper
 from bot.sessions.thread import ThreadState
 from bot.sessions.thread_table import ThreadTable
 from bot.store.base import Fenced, RunRecord, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
-IdleAction = Literal["delete", "stop"]
+IdleAction = Literal["delete", "stop", "snapshot"]
 Claim = Callable[[str], Awaitable[bool]]
 Release = Callable[[str], Awaitable[None]]
 
@@ -69,7 +72,10 @@ class Lifecycle:
         clock: Callable[[], float] = time.time,
         claim: Claim | None = None,
         release: Release | None = None,
+        keeper: SnapshotKeeper | None = None,
     ) -> None:
+        """`keeper`: with SESSION_IDLE_ACTION=snapshot, what snapshots a quiet thread's
+        sandbox before it goes."""
         # A thread this process does not hold is reaped only once claimed (with replicas,
         # its owner might be using it), and let go again after.
         self.claim = claim or _always
@@ -89,6 +95,7 @@ class Lifecycle:
         # until the thread is used again)
         self._stopped: dict[str, float] = {}
         self._evicting: set[str] = set()  # threads whose sandbox goes to make room now
+        self._keeper = keeper if upkeep.idle_action == "snapshot" else None
         provider.on_full(self.make_room)
 
     async def restore(self) -> list[RunRecord]:
@@ -303,10 +310,12 @@ class Lifecycle:
                 await self._tell_suspended(key, self._retain_s, for_room)
                 return True
             return False
-        if not await self._suspend(record, thread):
+        keep = functools.partial(self._keeper.keep, key) if self._keeper else None
+        if not await self._suspend(record, thread, keep):
             return False
-        if self._idle_action == "delete":  # a kept one's thread was told when stopped
-            await self._tell_suspended(key, for_room=for_room)
+        if self._idle_action != "stop":  # a kept one's thread was told when stopped
+            snapshot = self._keeper is not None and bool(await self._store.snapshot_of(key))
+            await self._tell_suspended(key, for_room=for_room, snapshot=snapshot)
         self._stopped.pop(key, None)
         return True
 
@@ -348,13 +357,18 @@ class Lifecycle:
             log.warning("could not stop %s's sandbox: %s", record.key, exc)
             return False
 
-    async def _suspend(self, record: SessionRecord, thread: ThreadState | None) -> bool:
+    async def _suspend(
+        self, record: SessionRecord, thread: ThreadState | None, keep: Keep | None = None
+    ) -> bool:
+        """Delete the thread's sandbox (`keep` given its id first, to snapshot it)."""
         if thread is not None and thread.session.sandbox_id is not None:
-            await thread.session.suspend()  # the session records its sandbox as gone
+            await thread.session.suspend(keep)  # the session records its sandbox as gone
             return True
         if thread is not None or record.state != "active" or not record.sandbox_id:
             return False
         try:  # a thread this process never loaded: its sandbox goes by id
+            if keep is not None:
+                await keep(record.sandbox_id)
             await self._provider.destroy_id(record.sandbox_id)
         except BotError as exc:
             log.warning("could not shut down %s's sandbox: %s", record.key, exc)
@@ -362,9 +376,11 @@ class Lifecycle:
         await self._store.update_session(record.key, sandbox_id=None, state="idle")
         return True
 
-    async def _tell_suspended(self, key: str, kept_s: float = 0.0, for_room: bool = False) -> None:
+    async def _tell_suspended(
+        self, key: str, kept_s: float = 0.0, for_room: bool = False, *, snapshot: bool = False
+    ) -> None:
         try:
-            await self._view_for(key)(SandboxSuspended(kept_s, for_room))
+            await self._view_for(key)(SandboxSuspended(kept_s, for_room, snapshot))
         except Exception:
             log.exception("telling %s about its idle teardown failed", key)
 

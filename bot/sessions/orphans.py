@@ -29,7 +29,10 @@ class OrphanSweeper:
         min_age_s: float,
         clock: Callable[[], float] = time.time,
         turn: Callable[[], Awaitable[bool]] | None = None,
+        also: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
+        """`also`: more clean-up each pass, given the time (the snapshot sweep)."""
+        self._also = also
         self._provider = provider
         self._tag = tag
         self._owned = owned
@@ -61,6 +64,8 @@ class OrphanSweeper:
                 destroyed.append(sandbox_id)
         if destroyed:
             log.info("destroyed %d orphan sandbox(es): %s", len(destroyed), ", ".join(destroyed))
+        if self._also is not None:
+            await self._also(now)
         return destroyed
 
     def start(self) -> None:

@@ -14,6 +14,15 @@ STOPPED = (
 )
 
 
+RESTORED = (
+    "Note: the sandbox was shut down while the conversation was quiet and has been made "
+    f"again from a snapshot of its disk. The files in {WORK_DIR} are as they were (the "
+    "uploads, report.md, out/, and anything you wrote there). Processes did not survive: "
+    "the Python kernel's variables are gone and background commands have ended, so load "
+    "or compute again what you need."
+)
+
+
 def fresh_sandbox(files: list[DataFile]) -> str:
     names = ", ".join(f.path for f in files) or "none"
     return (

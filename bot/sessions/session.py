@@ -46,7 +46,7 @@ from bot.sessions.outputs import (
     OutputFile,
     write_stream,
 )
-from bot.sessions.sandbox_changes import STOPPED, fresh_sandbox, not_posted
+from bot.sessions.sandbox_changes import RESTORED, STOPPED, fresh_sandbox, not_posted
 from bot.store.base import StoreError
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ AgentFactory = Callable[[SandboxGetter], Agent]
 ExtraContext = Callable[[str], Awaitable[str]]
 # A sandbox made ahead (the warm pool), or None.
 Claim = Callable[[], Awaitable[Sandbox | None]]
+# Keeps a sandbox's disk before it goes (its id in, the snapshot's id or None out).
+Keep = Callable[[str], Awaitable[str | None]]
 DEFAULT_SPOOL_DIR = Path(tempfile.gettempdir()) / "slack-code-interpreter" / "spool"
 
 
@@ -108,6 +110,8 @@ class Session:
         self._background: asyncio.Future[None] | None = None
         self._reporter: AgentView | None = None  # the run's, while one goes
         self._warming: asyncio.Task[None] | None = None  # the new sandbox's kernel imports
+        self._snapshot: str | None = None  # what the next sandbox is made from, if anything
+        self._restoring = False  # the sandbox being made comes from a snapshot
         self._ready_at = 0.0  # when the current sandbox was made (monotonic)
         self._needed_at: float | None = None  # when the current run first needed it
 
@@ -125,9 +129,14 @@ class Session:
         self._sandbox_task = asyncio.create_task(self._create())
         self._sandbox_task.add_done_callback(self._report_sandbox)
         self._sandboxes_made += 1
-        if self._sandboxes_made > 1:
-            self._uploads += [self._upload_later(i.file.path, _again(i)) for i in self.intakes]
-            self._notes.append(fresh_sandbox(self.files))
+        self._restoring = self._snapshot is not None
+        if self._sandboxes_made > 1 and not self._restoring:
+            self._take_in_again()
+
+    def _take_in_again(self) -> None:
+        """A fresh sandbox after an earlier one: the files come again, and the model is told."""
+        self._uploads += [self._upload_later(i.file.path, _again(i)) for i in self.intakes]
+        self._notes.append(fresh_sandbox(self.files))
 
     def attach(self, sandbox: Sandbox, intakes: list[Intake]) -> None:
         """Take over a sandbox that already holds these files (after a restart)."""
@@ -138,18 +147,38 @@ class Session:
         self._sandboxes_made = 1
         self.intakes = list(intakes)
 
-    def remember(self, intakes: list[Intake]) -> None:
-        """Files taken in before a restart whose sandbox is gone: fetched again on start."""
+    def remember(self, intakes: list[Intake], snapshot_id: str | None = None) -> None:
+        """Files taken in before a restart whose sandbox is gone: fetched again on start,
+        unless the sandbox is made again from its `snapshot_id`, files and all."""
         self.intakes = list(intakes)
         self._sandboxes_made = 1  # the next sandbox is a fresh one, and the model is told
+        self._snapshot = snapshot_id
 
     async def _create(self) -> Sandbox:
         """A new sandbox; its kernel then starts and makes its imports in the background,
         while the model thinks."""
         began = time.monotonic()
-        sandbox = await self._claimed() or await self._provider.create(self._spec)
+        sandbox = await self._restored() or await self._claimed()
+        sandbox = sandbox or await self._provider.create(self._spec)
         self._ready_at = time.monotonic()
         self._warming = asyncio.create_task(self._warm(sandbox, began))
+        return sandbox
+
+    async def _restored(self) -> Sandbox | None:
+        """The sandbox made again from the thread's snapshot, and the model told; None (the
+        files then taken in again) if there is none or it could not be restored."""
+        snapshot_id, self._snapshot = self._snapshot, None
+        if snapshot_id is None:
+            return None
+        try:
+            sandbox = await self._provider.create(
+                dataclasses.replace(self._spec, snapshot_id=snapshot_id)
+            )
+        except BotError as exc:
+            log.warning("%s: restoring snapshot %s failed: %s", self.key, snapshot_id, exc)
+            self._take_in_again()
+            return None
+        self._notes.append(RESTORED)
         return sandbox
 
     async def _claimed(self) -> Sandbox | None:
@@ -280,6 +309,8 @@ class Session:
     ) -> RunFinished | RunFailed:
         async with self._turn_lock:
             self.start()
+            if self._restoring and (made := self._sandbox_task) is not None:
+                await asyncio.wait([made])  # the files came back or not: known once made
             await self._wake()
             notes, self._notes = self._notes, []
             context = session_context(self.files, self.repo_url)
@@ -340,11 +371,17 @@ class Session:
                 self._notes.append(not_posted(f"{folder}/{entry.name}", entry.kind))
         return paths
 
-    async def suspend(self) -> None:
+    async def suspend(self, before: Keep | None = None) -> str | None:
         """Destroy the sandbox but keep the conversation; the next `start` makes a new one.
-        A question asked meanwhile waits for it (the turn is taken), then goes on afresh."""
+        A question asked meanwhile waits for it (the turn is taken), then goes on afresh.
+        `before` is given the sandbox's id first (to snapshot it); what it returns is
+        returned."""
         async with self._turn_lock:
+            kept = None
+            if before is not None and (sandbox_id := self.sandbox_id) is not None:
+                kept = await before(sandbox_id)
             await self.close()
+            return kept
 
     async def stop_sandbox(self) -> bool:
         """Stop the sandbox but keep it, files and all; the next question starts it again

@@ -18,6 +18,7 @@ from bot.sandbox.base import Sandbox, SandboxProvider
 from bot.sessions.factory import SessionFactory
 from bot.sessions.files import FileOpener
 from bot.sessions.session import Intake
+from bot.sessions.snapshots import SnapshotKeeper
 from bot.sessions.thread import ThreadState
 from bot.store.base import FileRecord, SessionRecord, Store
 
@@ -31,7 +32,10 @@ class ThreadTable:
         sessions: SessionFactory,
         opener_for: OpenerFor,
         clock: Callable[[], float] = time.time,
+        keeper: SnapshotKeeper | None = None,
     ) -> None:
+        """`keeper`: with SESSION_IDLE_ACTION=snapshot, the snapshots threads resume from."""
+        self._keeper = keeper
         self._store = store
         self._sessions = sessions
         self._opener_for = opener_for
@@ -146,10 +150,11 @@ class ThreadTable:
         )
         intakes = [self._intake(f) for f in await self._store.files(key)]
         sandbox = await self._attach(record, token)
+        snapshot = await self._store.snapshot_of(key) if self._keeper else None
         if sandbox is not None:
             session.attach(sandbox, intakes)
-        elif intakes:
-            session.remember(intakes)
+        elif intakes or snapshot:
+            session.remember(intakes, snapshot)
         last = record.last_activity if sandbox else now
         return ThreadState(session, last_activity=last, token=token)
 
@@ -177,3 +182,5 @@ class ThreadTable:
     async def _sandbox_changed(self, key: str, sandbox_id: str | None, token: int | None) -> None:
         state = "active" if sandbox_id else "idle"
         await self._store.update_session(key, sandbox_id=sandbox_id, state=state, token=token)
+        if sandbox_id and self._keeper is not None:
+            await self._keeper.used(key)  # made from its snapshot, or afresh: it goes

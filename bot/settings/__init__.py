@@ -60,6 +60,15 @@ class Settings(
             )
         return self
 
+    @model_validator(mode="after")
+    def _snapshots_need_buddy(self) -> Settings:
+        if self.session_idle_action == "snapshot" and self.sandbox_backend != "buddy":
+            raise ValueError(
+                "SESSION_IDLE_ACTION=snapshot needs Buddy sandboxes (local ones have no "
+                "snapshots): set BUDDY_TOKEN, or use delete or stop."
+            )
+        return self
+
     @staticmethod
     def id_list(value: str) -> frozenset[str]:
         return frozenset(part.strip() for part in value.split(",") if part.strip())

@@ -177,11 +177,22 @@ class SandboxSettings(BaseModel):
         gt=0,
         description="seconds of quiet before a session's sandbox is destroyed (or stopped)",
     )
-    session_idle_action: Literal["delete", "stop"] = Field(
+    session_idle_action: Literal["delete", "stop", "snapshot"] = Field(
         default="delete",
         description=(
-            "what happens to a quiet thread's sandbox: `delete` it, or `stop` it (processes "
-            "end, files stay) and start it again on the thread's next message"
+            "what happens to a quiet thread's sandbox: `delete` it; `stop` it (processes "
+            "end, files stay) and start it again on the thread's next message; or (Buddy) "
+            "take a `snapshot` of its disk and delete it, the next message restoring "
+            "/buddy/work as it was without uploading the files again"
+        ),
+    )
+    buddy_snapshots_max: int = Field(
+        default=50,
+        ge=1,
+        description=(
+            "with `SESSION_IDLE_ACTION=snapshot`: snapshots the bot keeps in the project; "
+            "past it the oldest is deleted, and its thread starts afresh (its files fetched "
+            "again)"
         ),
     )
     session_retain_s: float = Field(

@@ -526,6 +526,20 @@ class PoolStore(Protocol):
         ...
 
 
+class SnapshotStore(Protocol):
+    """The snapshot a suspended thread resumes from (SESSION_IDLE_ACTION=snapshot)."""
+
+    async def set_snapshot(self, key: str, snapshot_id: str | None) -> None:
+        """Record the thread's snapshot, or (None) that it has none."""
+        ...
+
+    async def snapshot_of(self, key: str) -> str | None: ...
+
+    async def snapshots(self) -> dict[str, str]:
+        """Every thread's snapshot, by the thread's key."""
+        ...
+
+
 @runtime_checkable
 class Store(
     SessionStore,
@@ -536,6 +550,7 @@ class Store(
     ScheduleStore,
     NoteStore,
     PoolStore,
+    SnapshotStore,
     Protocol,
 ):
     """Durable session state. Writes naming a session or run that does not exist raise NotFound.

@@ -33,6 +33,7 @@
     {p}pool                   sorted set: free warm-pool sandbox ids by when they were added
     {p}pool:claimed           sorted set: taken ones by when they were taken
     {p}pool:added             hash: when each member was added
+    {p}snapshots              hash: each suspended thread's snapshot id, by its key
 
 A thread's keys and its runs' carry a TTL, set again by every write to them, so what is
 abandoned expires by itself; retention (Store.prune) deletes what is done before that.
@@ -119,6 +120,10 @@ class Keys:
     @property
     def pool_added(self) -> str:
         return f"{self.prefix}pool:added"
+
+    @property
+    def snapshots(self) -> str:
+        return f"{self.prefix}snapshots"
 
     def definitions(self, place: str) -> str:
         return f"{self.prefix}definitions:{place}"

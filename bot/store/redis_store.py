@@ -376,6 +376,22 @@ class RedisStore:
                 tx.hdel(self.keys.pool_added, sandbox_id)
                 await tx.execute()
 
+    async def set_snapshot(self, key: str, snapshot_id: str | None) -> None:
+        with self._errors():
+            if snapshot_id is None:
+                await self._db.hdel(self.keys.snapshots, key)
+            else:
+                await self._db.hset(self.keys.snapshots, key, snapshot_id)
+
+    async def snapshot_of(self, key: str) -> str | None:
+        with self._errors():
+            found = await self._db.hget(self.keys.snapshots, key)
+        return None if found is None else str(found)
+
+    async def snapshots(self) -> dict[str, str]:
+        with self._errors():
+            return _text(await self._db.hgetall(self.keys.snapshots))
+
     # Channel memory: a hash per place, a note per field.
 
     async def add_note(self, note: NoteRecord) -> None:

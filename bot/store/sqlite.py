@@ -316,6 +316,15 @@ class SqliteStore:
     async def pool_forget(self, sandbox_id: str) -> None:
         await self._write(sqlite_pool.pool_forget, sandbox_id)
 
+    async def set_snapshot(self, key: str, snapshot_id: str | None) -> None:
+        await self._write(sqlite_pool.set_snapshot, key, snapshot_id)
+
+    async def snapshot_of(self, key: str) -> str | None:
+        return await self._read(sqlite_pool.snapshot_of, key)
+
+    async def snapshots(self) -> dict[str, str]:
+        return await self._read(sqlite_pool.snapshots)
+
     # Plumbing.
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:

@@ -260,6 +260,13 @@ MIGRATIONS: tuple[str, ...] = (
         claimed_at REAL
     );
     """,
+    # 23: the snapshot each suspended thread resumes from.
+    """
+    CREATE TABLE snapshots (
+        key TEXT PRIMARY KEY,
+        snapshot_id TEXT NOT NULL
+    );
+    """,
 )
 
 

@@ -790,7 +790,7 @@ async def test_a_new_or_empty_file_gets_the_whole_schema(tmp_path: Path) -> None
         assert tables(conn) == {
             "sessions", "history", "files", "runs", "turns", "tool_calls", "queue", "feedback",
             "continues", "fences", "history_archive", "schedules", "firings", "notes",
-            "definitions", "pool",
+            "definitions", "pool", "snapshots",
             "sqlite_sequence",  # AUTOINCREMENT keeps the queue's last id here
         }  # fmt: skip
         conn.close()

@@ -47,3 +47,24 @@ async def test_the_oldest_free_member_goes_first(new_store: Callable[[], Store])
         assert await store.pool_claim(31.0) == "young"
     finally:
         await store.close()
+
+
+async def test_a_threads_snapshot_is_kept_until_it_is_cleared(
+    new_store: Callable[[], Store],  # noqa: F811
+) -> None:
+    one, two = new_store(), new_store()
+    await one.open()
+    await two.open()
+    try:
+        assert await one.snapshot_of("T:C:1") is None
+        await one.set_snapshot("T:C:1", "snap-a")
+        await one.set_snapshot("T:C:2", "snap-b")
+        await one.set_snapshot("T:C:1", "snap-c")  # a newer one replaces it
+        assert await two.snapshot_of("T:C:1") == "snap-c"
+        assert await two.snapshots() == {"T:C:1": "snap-c", "T:C:2": "snap-b"}
+        await two.set_snapshot("T:C:2", None)
+        await two.set_snapshot("T:C:9", None)  # none there: nothing to do
+        assert await one.snapshots() == {"T:C:1": "snap-c"}
+    finally:
+        await one.close()
+        await two.close()

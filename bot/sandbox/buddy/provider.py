@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from bot.errors import BotError, SandboxError, SandboxGone, SandboxUnavailable
-from bot.sandbox.base import MakeRoom, SandboxInfo, SandboxSpec
+from bot.sandbox.base import MakeRoom, SandboxInfo, SandboxSpec, SnapshotInfo
 from bot.sandbox.buddy.commands import CLEANUP_TIMEOUT_S
 from bot.sandbox.buddy.config import BuddyConfig
 from bot.sandbox.buddy.errors import OutcomeUnknown
@@ -24,6 +24,7 @@ from bot.sandbox.buddy.http import BuddyHttp
 from bot.sandbox.buddy.power import Power
 from bot.sandbox.buddy.sandbox import BuddySandbox
 from bot.sandbox.buddy.scripts import create_body, is_ours, make_identifier
+from bot.sandbox.buddy.snapshots import BuddySnapshots
 from bot.sandbox.buddy.views import booted, parse_timestamp
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class BuddyProvider:
             timeout_s=config.request_timeout_s,
         )
         self.power = Power(self.http, config)
+        self.snapshots = BuddySnapshots(self.http, config.poll_interval_s)
         self._sandboxes: dict[str, BuddySandbox] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -82,6 +84,15 @@ class BuddyProvider:
             return None
         sandbox = self._sandboxes[sandbox_id] = BuddySandbox(self, sandbox_id, attached=True)
         return sandbox
+
+    async def take_snapshot(self, sandbox_id: str, name: str) -> str:
+        return await self.snapshots.take(sandbox_id, name)
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await self.snapshots.delete(snapshot_id)
+
+    async def list_snapshots(self, prefix: str) -> list[SnapshotInfo]:
+        return await self.snapshots.list(prefix)
 
     async def list_tagged(self, tag: str) -> list[SandboxInfo]:
         """This bot's sandboxes carrying `tag`. The list shows no tags (and has no filter),

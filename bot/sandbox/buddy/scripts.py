@@ -89,7 +89,7 @@ def first_boot_script(
 
 def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict[str, Any]:
     """The create request: a new sandbox (§5.1 a) or one restored from a snapshot (§5.1 b)."""
-    from_snapshot = config.snapshot_id is not None
+    snapshot_id = spec.snapshot_id or config.snapshot_id
     body: dict[str, Any] = {
         "name": sandbox_name(spec.session_key),
         "identifier": identifier,
@@ -98,13 +98,14 @@ def create_body(spec: SandboxSpec, identifier: str, config: BuddyConfig) -> dict
         "tags": list(spec.tags),
         "first_boot_commands": first_boot_script(
             make_data_dir=not spec.repo_url,
-            clone_url=spec.repo_url if from_snapshot else None,
-            setup_command=config.setup_command,
+            clone_url=spec.repo_url if snapshot_id else None,
+            # the thread's own snapshot holds what the setup installed
+            setup_command=None if spec.snapshot_id else config.setup_command,
             network=config.network,
         ),
     }
-    if from_snapshot:
-        return {"snapshot_id": config.snapshot_id, **body}
+    if snapshot_id:
+        return {"snapshot_id": snapshot_id, **body}
     body["os"] = OS
     if spec.repo_url:
         body["fetch"] = [{"type": "PUBLIC_REPO", "repository": spec.repo_url, "path": DATA_DIR}]

@@ -318,7 +318,10 @@ async def serve(
     firings.finish, bot.scheduled = scheduler.finish, firings
     ticking: asyncio.Task[None] | None = None
     pool = runtime.warm_pool(store, turn=lambda: coord.job("pool"))
-    sweeper = runtime.orphan_sweeper(engine, turn=lambda: coord.job("orphans"), pool=pool)
+    sweeper = runtime.orphan_sweeper(
+        engine, turn=lambda: coord.job("orphans"), pool=pool,
+        keeper=runtime.snapshot_keeper(store),
+    )  # fmt: skip
     pruner = runtime.pruner(store, turn=lambda: coord.job("prune"))
     app = build_app(bot, client, identity)
     handler = AsyncSocketModeHandler(app, app_token, web_client=client)

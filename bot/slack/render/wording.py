@@ -69,7 +69,16 @@ def span(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} minutes"
 
 
-def suspended(kept_s: float, for_room: bool = False) -> str:
+SNAPSHOTTED = (
+    ":zzz: This thread was quiet, so its sandbox was shut down and its files kept in a "
+    "snapshot. Write here again to pick up where we left off: the files come back as they "
+    "were."
+)
+
+
+def suspended(kept_s: float, for_room: bool = False, *, snapshot: bool = False) -> str:
+    if snapshot:
+        return SNAPSHOTTED
     if for_room:
         return ROOM_STOPPED.format(kept=span(kept_s)) if kept_s else ROOM_DELETED
     return STOPPED_SANDBOX.format(kept=span(kept_s)) if kept_s else IDLE

@@ -192,8 +192,8 @@ class SlackRunView:
                 await self._extras.say(wording.WAITING.format(limit=limit))
             case ContextTrimmed(kind="compacted"):
                 await self._extras.say(wording.COMPACTED)
-            case SandboxSuspended(kept_s=kept_s, for_room=for_room):
-                await self._extras.say(wording.suspended(kept_s, for_room))
+            case SandboxSuspended(kept_s=kept_s, for_room=for_room, snapshot=snapshot):
+                await self._extras.say(wording.suspended(kept_s, for_room, snapshot=snapshot))
             case _:
                 await self._agent_event(event)
 
