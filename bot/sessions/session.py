@@ -398,16 +398,17 @@ class Session:
         cancelled, so a sandbox that was about to exist is not leaked. The sandbox is let
         go of first: whatever needs one meanwhile (a file coming in) makes a new one."""
         task, self._sandbox_task = self._sandbox_task, None
-        warming, self._warming = self._warming, None
-        if warming is not None:
-            warming.cancel()
-            await asyncio.gather(warming, return_exceptions=True)
         uploads, self._uploads = self._uploads, []
         for upload in uploads:
             upload.cancel()
         await asyncio.gather(*uploads, return_exceptions=True)
         if task is not None:
             await asyncio.wait([task])
+        # after the creation: a sandbox made meanwhile has just begun warming its kernel
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.cancel()
+            await asyncio.gather(warming, return_exceptions=True)
         if task is None or task.cancelled() or task.exception() or not destroy:
             return
         await task.result().destroy()

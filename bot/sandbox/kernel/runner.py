@@ -158,11 +158,23 @@ class KernelRunner:
 
     async def _ensure(self) -> KernelProcess:
         if self._process is None:
-            self._process = await self._start()
+            self._process = await self._started()
             self._event, self._warmed = ("fresh" if self._stale else "started"), None
         else:
             self._event, self._warmed = self._warmed or "kept", None
         return self._process
+
+    async def _started(self) -> KernelProcess:
+        """A new kernel. A caller cancelled while it starts (a sandbox closed as its kernel
+        warms) waits for it to be up and kills it: it must not live on unknown, writing
+        into a sandbox that is being removed."""
+        starting = asyncio.ensure_future(self._start())
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await (await starting).kill()
+            raise
 
     async def _run(
         self, process: KernelProcess, cell: Cell, output: CellOutput, timeout_s: float

@@ -111,6 +111,22 @@ async def test_a_warmed_kernel_has_its_imports_and_its_first_cell_still_hears_it
     assert second.kernel == "kept"
 
 
+@pytest.mark.parametrize("after_s", [0.0, 0.05, 0.2])
+async def test_a_sandbox_closed_as_its_kernel_warms_is_removed_whole(
+    backend: str, sandbox_root: Path, after_s: float
+) -> None:
+    """Cancelled while the kernel starts or imports, the warm-up leaves no kernel behind
+    to write into the sandbox as it is removed."""
+    async with provider_on(backend, sandbox_root) as provider:
+        made = await provider.create(SandboxSpec(session_key="warming"))
+        warming = asyncio.create_task(made.warm())
+        await asyncio.sleep(after_s)
+        warming.cancel()
+        await asyncio.gather(warming, return_exceptions=True)
+        await made.destroy()  # raised "Directory not empty" when a kernel lived on
+    assert not [p for p in sandbox_root.iterdir() if p.name.startswith("lcl-")]
+
+
 async def test_a_kernel_killed_after_warming_is_started_afresh(sandbox: Sandbox) -> None:
     assert await sandbox.warm()
     await sandbox.restart_kernel()
