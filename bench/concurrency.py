@@ -50,7 +50,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -117,7 +117,7 @@ class SleepySandbox:
     async def restart_kernel(self) -> None:
         pass
 
-    async def warm(self) -> bool:
+    async def warm(self, imports: Sequence[str]) -> bool:
         return False
 
     async def start_command(self, language: Language, code: str) -> str:

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import sandbox_root
+from bot.settings import Settings
 from tests.fakes.anthropic import Reply, text, tool_use
 from tests.slack_harness import CHANNEL, NO_TIERS, Harness, fake_world
 from tests.slack_harness import bot_process as running
 
+WARM_IMPORTS = Settings.model_fields["kernel_warm_imports"].default  # the bot's default
 CELL = "import pandas as pd\nprint(pd.DataFrame({'n': [1, 2, 3]}).n.sum())"
 
 
@@ -69,7 +71,7 @@ async def measure(
     logging.getLogger("bot.sessions.session").setLevel(logging.INFO)
     world = fake_world(
         "buddy", model, root, None, NO_TIERS, {"boot_delay_s": boot_s},
-        warm_sandboxes=warm, slack_ui="classic",
+        warm_sandboxes=warm, slack_ui="classic", kernel_warm_imports=WARM_IMPORTS,
     )  # fmt: skip
     timings = []
     try:

@@ -188,6 +188,7 @@ class Runtime:
         pool = WarmPool(
             self.provider, store, s.warm_sandboxes, tag=s.sandbox_tag,
             keep_awake_s=keep_awake_s, turn=turn,
+            warm_imports=s.warm_imports,
         )  # fmt: skip
         self.sessions.claim = pool.claim
         return pool

@@ -46,6 +46,9 @@ def settings_for(base_url: str, root: Path, **overrides: Any) -> Settings:
         "sandbox_root": root,
         "sandbox_uid_base": WORKER_UID_BASE,
         "tool_timeout_s": 20,
+        # the kernel starts on the first call, as it did: a warm-up in every test's sandbox
+        # would cost the suite minutes (the tests of the warm-up ask for it)
+        "kernel_warm_imports": "",
         "model_retry_delay_s": 0.01,
     }
     values.update(overrides)

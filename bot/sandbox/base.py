@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -134,8 +134,8 @@ class Sandbox(Protocol):
         """Drop the Python kernel; the next Python snippet starts a fresh one."""
         ...
 
-    async def warm(self) -> bool:
-        """Start the Python kernel and its usual imports now, ahead of the first cell (a
+    async def warm(self, imports: Sequence[str]) -> bool:
+        """Start the Python kernel and make `imports` now, ahead of the first cell (a
         sandbox without a kernel does nothing). True if the kernel is up."""
         ...
 

@@ -110,6 +110,7 @@ class SessionFactory:
             on_sandbox=on_sandbox,
             extra_context=self._extra_for(key),
             claim=self.claim,
+            warm_imports=self._settings.warm_imports,
         )
 
     def _loader(self, key: str) -> Loader | None:

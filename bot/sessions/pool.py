@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.errors import BotError
 from bot.sandbox.base import Sandbox, SandboxProvider, SandboxSpec
@@ -42,11 +42,14 @@ class WarmPool:
         tag: str,
         interval_s: float = FILL_INTERVAL_S,
         keep_awake_s: float | None = None,
+        warm_imports: Sequence[str] = (),
         turn: Callable[[], Awaitable[bool]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`keep_awake_s`: how often a free member runs a trivial command, where the
-        provider stops a sandbox left idle (Buddy); None where it does not."""
+        provider stops a sandbox left idle (Buddy); None where it does not. `warm_imports`:
+        what each member's kernel imports once started."""
+        self._warm_imports = tuple(warm_imports)
         self._provider, self._store, self.size = provider, store, size
         self._tags = (tag, POOL_TAG)
         self._clock = clock
@@ -129,7 +132,7 @@ class WarmPool:
         spec = SandboxSpec(session_key=f"pool-{secrets.token_hex(4)}", tags=self._tags)
         sandbox = await self._provider.create(spec)
         try:
-            await sandbox.warm()
+            await sandbox.warm(self._warm_imports)
         except BotError as exc:  # still a booted sandbox: the thread's first cell starts one
             log.info("warm sandbox %s has no warm kernel: %s", sandbox.id, exc)
         self._live[sandbox.id] = sandbox

@@ -87,7 +87,11 @@ class Session:
         on_sandbox: Callable[[str | None], Awaitable[None]] | None = None,
         extra_context: ExtraContext | None = None,
         claim: Claim | None = None,
+        warm_imports: tuple[str, ...] = (),
     ) -> None:
+        """`warm_imports`: what a new sandbox's kernel imports at once (none: it is not
+        started ahead)."""
+        self._warm_imports = warm_imports
         self.key = key
         # a thread with a repository to fetch boots its own (the fetch is set at creation)
         self._claim = claim if repo_url is None else None
@@ -161,7 +165,8 @@ class Session:
         sandbox = await self._restored() or await self._claimed()
         sandbox = sandbox or await self._provider.create(self._spec)
         self._ready_at = time.monotonic()
-        self._warming = asyncio.create_task(self._warm(sandbox, began))
+        if self._warm_imports:
+            self._warming = asyncio.create_task(self._warm(sandbox, began))
         return sandbox
 
     async def _restored(self) -> Sandbox | None:
@@ -193,7 +198,7 @@ class Session:
     async def _warm(self, sandbox: Sandbox, began: float) -> None:
         running = self._ready_at - began
         try:
-            up = await sandbox.warm()
+            up = await sandbox.warm(self._warm_imports)
         except BotError as exc:
             log.info("the kernel of sandbox %s was not warmed: %s", sandbox.id, exc)
             return

@@ -74,6 +74,11 @@ class Settings(
         return frozenset(part.strip() for part in value.split(",") if part.strip())
 
     @property
+    def warm_imports(self) -> tuple[str, ...]:
+        """KERNEL_WARM_IMPORTS as a list, in its order."""
+        return tuple(name.strip() for name in self.kernel_warm_imports.split(",") if name.strip())
+
+    @property
     def backend(self) -> Literal["buddy", "local"]:
         assert self.sandbox_backend is not None
         return self.sandbox_backend

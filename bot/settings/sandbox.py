@@ -64,6 +64,14 @@ class SandboxSettings(BaseModel):
             "question fails with a message that says all are in use"
         ),
     )
+    kernel_warm_imports: str = Field(
+        default="numpy,pandas,matplotlib.pyplot",
+        description=(
+            "modules a new sandbox's Python kernel imports as soon as the sandbox runs, "
+            "while the model thinks (comma-separated; a missing one is skipped). Empty: the "
+            "kernel starts on the first Python call, as before"
+        ),
+    )
     warm_sandboxes: int = Field(
         default=0,
         ge=0,

@@ -14,7 +14,10 @@ async def test_closed_while_its_sandbox_is_made(sandbox_root: Path) -> None:
     provider = local_provider_at(sandbox_root)
     try:
         for n in range(3):
-            session = Session(f"closing-{n}", provider, lambda sandbox: None)  # type: ignore[arg-type,return-value]
+            session = Session(
+                f"closing-{n}", provider, lambda sandbox: None,  # type: ignore[arg-type,return-value]
+                warm_imports=("json",),
+            )  # fmt: skip
             session.start()
             await session.close()  # raised "Directory not empty" when the kernel lived on
             assert not warming(), "a warm-up outlived its session"

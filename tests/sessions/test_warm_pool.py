@@ -37,7 +37,7 @@ async def test_a_claimed_member_is_warm_and_the_pool_refills(
     sandbox_root: Path, store: Store
 ) -> None:
     provider = local_provider_at(sandbox_root)
-    pool = WarmPool(provider, store, 2, tag=TAG)
+    pool = WarmPool(provider, store, 2, tag=TAG, warm_imports=("pandas",))
     try:
         assert await pool.fill() == 2
         assert await pool.fill() == 0  # full

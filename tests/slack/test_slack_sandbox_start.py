@@ -27,8 +27,9 @@ async def test_the_footer_says_how_long_the_sandbox_took_to_start(
 ) -> None:
     caplog.set_level(logging.INFO, logger="bot.sessions.session")
     world = fake_world(
-        "buddy", analyst, sandbox_root, monkeypatch, buddy_options={"boot_delay_s": BOOT_S}
-    )
+        "buddy", analyst, sandbox_root, monkeypatch, buddy_options={"boot_delay_s": BOOT_S},
+        kernel_warm_imports="json,csv",
+    )  # fmt: skip
     async with world as h, bot_process(h):
         asked = await h.slack.post_user_message(CHANNEL, "six times seven?", mention=True)
         await h.wait_for_text(asked["ts"], "The answer is 42.", timeout=60)
@@ -47,7 +48,7 @@ async def test_a_new_thread_takes_a_warm_sandbox_and_the_pool_refills(
 ) -> None:
     world = fake_world(
         "buddy", analyst, sandbox_root, monkeypatch,
-        buddy_options={"boot_delay_s": BOOT_S}, warm_sandboxes=1,
+        buddy_options={"boot_delay_s": BOOT_S}, warm_sandboxes=1, kernel_warm_imports="json",
     )  # fmt: skip
     free = lambda: [i for (i,) in h._query("SELECT sandbox_id FROM pool WHERE claimed_at IS NULL")]  # noqa: E731
     async with world as h, bot_process(h):

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 from bot.errors import BotError, SandboxGone, SandboxPathError, SandboxUnavailable
@@ -117,14 +117,14 @@ class BuddySandbox:
             async with self._guard():
                 await self._kernel.restart()
 
-    async def warm(self) -> bool:
+    async def warm(self, imports: Sequence[str]) -> bool:
         kernel = self._kernel
         if kernel is None:
             return False
 
         async def warm() -> bool:
             async with self._guard(), self._kept_awake():
-                return await kernel.warm()
+                return await kernel.warm(imports)
 
         return await self._awake(warm)
 

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 from bot.errors import BotError, SandboxUnavailable
@@ -22,20 +22,24 @@ log = logging.getLogger(__name__)
 
 Stop = Literal["interrupted", "restarted"]
 
-# Imports the model's first cell almost always needs, made while the model still thinks.
-# Bound to no name the model can see; a library that is missing is skipped.
-WARM_CELL = """\
-def _bot_warm():
-    import importlib
-    for name in ("numpy", "pandas", "matplotlib.pyplot"):
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass
-_bot_warm()
-del _bot_warm
-"""
 WARM_LIMIT_S = 120.0
+
+
+def warm_cell(imports: Sequence[str]) -> str:
+    """A cell that imports `imports` (what the model's first cell almost always needs) while
+    the model still thinks: bound to no name the model can see; one missing is skipped."""
+    names = ", ".join(repr(name) for name in imports)
+    return (
+        "def _bot_warm():\n"
+        "    import importlib\n"
+        f"    for name in [{names}]:\n"
+        "        try:\n"
+        "            importlib.import_module(name)\n"
+        "        except Exception:\n"
+        "            pass\n"
+        "_bot_warm()\n"
+        "del _bot_warm\n"
+    )
 
 
 class KernelProcess(Protocol):
@@ -96,17 +100,16 @@ class KernelRunner:
             assert result is not None, "a kernel just started always gives a result"
             return result
 
-    async def warm(self) -> bool:
-        """Start the kernel and make its imports now, ahead of the first cell, which still
+    async def warm(self, imports: Sequence[str]) -> bool:
+        """Start the kernel and make `imports` now, ahead of the first cell, which still
         hears that its kernel is new. True if the kernel is up (or was already)."""
         async with self._lock:
             if self._process is not None:
                 return True
             process = await self._ensure()
             output = CellOutput(self._output_bytes)
-            stop = await self._run(
-                process, Cell(secrets.token_hex(6), WARM_CELL), output, WARM_LIMIT_S
-            )
+            cell = Cell(secrets.token_hex(6), warm_cell(imports))
+            stop = await self._run(process, cell, output, WARM_LIMIT_S)
             if stop is None and output.done is not None:
                 self._warmed = self._event
                 return True

@@ -130,9 +130,9 @@ class LocalSandbox:
         if self._kernel is not None:
             await self._kernel.restart()
 
-    async def warm(self) -> bool:
+    async def warm(self, imports: Sequence[str]) -> bool:
         self._check_alive()
-        return self._kernel is not None and await self._kernel.warm()
+        return self._kernel is not None and await self._kernel.warm(imports)
 
     async def start_command(self, language: Language, code: str) -> str:
         running = [run for run in self._commands.values() if not run.done.done()]

@@ -20,6 +20,7 @@ from tests.fakes.buddy import FakeBuddy
 from tests.support import local_provider_at, matplotlib_in_sandbox
 
 GRACE_S = 1.0  # an interrupted cell's time to return (3 s in production)
+WARM = ("numpy", "pandas", "no_such_module_here")  # a missing one is skipped
 MARK = "open('/buddy/work/cell-running', 'w').close()"  # a cell's first line: it has begun
 
 
@@ -100,8 +101,8 @@ async def test_state_survives_between_calls(sandbox: Sandbox) -> None:
 async def test_a_warmed_kernel_has_its_imports_and_its_first_cell_still_hears_it_is_new(
     sandbox: Sandbox,
 ) -> None:
-    assert await sandbox.warm()
-    assert await sandbox.warm()  # once up, warming again does nothing
+    assert await sandbox.warm(WARM)
+    assert await sandbox.warm(WARM)  # once up, warming again does nothing
     first = await python(
         sandbox, "import sys\nprint(sorted({'numpy', 'pandas'} & set(sys.modules)), dir())"
     )
@@ -119,7 +120,7 @@ async def test_a_sandbox_closed_as_its_kernel_warms_is_removed_whole(
     to write into the sandbox as it is removed."""
     async with provider_on(backend, sandbox_root) as provider:
         made = await provider.create(SandboxSpec(session_key="warming"))
-        warming = asyncio.create_task(made.warm())
+        warming = asyncio.create_task(made.warm(WARM))
         await asyncio.sleep(after_s)
         warming.cancel()
         await asyncio.gather(warming, return_exceptions=True)
@@ -128,7 +129,7 @@ async def test_a_sandbox_closed_as_its_kernel_warms_is_removed_whole(
 
 
 async def test_a_kernel_killed_after_warming_is_started_afresh(sandbox: Sandbox) -> None:
-    assert await sandbox.warm()
+    assert await sandbox.warm(WARM)
     await sandbox.restart_kernel()
     first = await python(sandbox, "print('numpy' in __import__('sys').modules)")
     assert (first.stdout.text, first.kernel) == ("False\n", "started")
