@@ -41,10 +41,26 @@ asyncio.run(main())
 """
 
 
-def config(base_url: str) -> BuddyConfig:
+def config(base_url: str, kernel: bool = True) -> BuddyConfig:
     return BuddyConfig(
-        token="buddy-test-token", workspace="acme", project="analytics", api_url=base_url
-    )
+        token="buddy-test-token", workspace="acme", project="analytics", api_url=base_url,
+        python_kernel=kernel,
+    )  # fmt: skip
+
+
+async def requests_per_cell(root: Path, limit_s: float) -> collections.Counter[str]:
+    """The requests of one Python cell in a warm kernel, run with this limit."""
+    async with FakeBuddy(root, boot_delay_s=0.05) as fake:
+        fake.status_lag_s = 0.0
+        provider = BuddyProvider(config(fake.base_url))
+        sandbox = await provider.create(SandboxSpec("bench-cell"))
+        await sandbox.run_code("python", "print(0)", limit_s)  # starts the kernel
+        before = len(fake.requests)
+        await sandbox.run_code("python", "print(1)", limit_s)
+        counts = collections.Counter(_label(r.method, r.path) for r in fake.requests[before:])
+        await sandbox.destroy()
+        await provider.close()
+    return counts
 
 
 async def requests_per_call(root: Path, status_lag_s: float) -> collections.Counter[str]:
@@ -67,30 +83,34 @@ def _label(method: str, path: str) -> str:
     return f"{method} …/{shape}"
 
 
-async def timed_calls(sandbox, calls: int) -> tuple[float, float]:
+async def timed_calls(
+    sandbox, calls: int, language: str = "bash", code: str = "echo 1"
+) -> tuple[float, float]:
     """Median wall time and median CPU time of this process per run_code."""
     walls, cpus = [], []
     for _ in range(calls):
         wall, cpu = time.perf_counter(), time.process_time()
-        result = await sandbox.run_code("bash", "echo 1", 30)
+        result = await sandbox.run_code(language, code, 30)
         cpus.append(time.process_time() - cpu)
         walls.append(time.perf_counter() - wall)
         assert result.status == "ok", result
     return statistics.median(walls), statistics.median(cpus)
 
 
-async def buddy_timings(root: Path, calls: int) -> tuple[float, float]:
+async def buddy_timings(
+    root: Path, calls: int, language: str = "bash", code: str = "echo 1", kernel: bool = True
+) -> tuple[float, float]:
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-c", SERVE.format(repo=REPO, root=str(root)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert server.stdout is not None and server.stdin is not None
     base_url = (await server.stdout.readline()).decode().strip()
-    provider = BuddyProvider(config(base_url))
+    provider = BuddyProvider(config(base_url, kernel))
     try:
         sandbox = await provider.create(SandboxSpec("bench-time"))
-        await sandbox.run_code("bash", "echo warm-up", 30)
-        timings = await timed_calls(sandbox, calls)
+        await sandbox.run_code(language, code, 30)  # a warm-up (a kernel cell starts it)
+        timings = await timed_calls(sandbox, calls, language, code)
         await sandbox.destroy()
     finally:
         await provider.close()
@@ -121,8 +141,20 @@ async def main() -> None:
                 f"HTTP requests per run_code, status lag {lag:.1f} s: "
                 f"{sum(counts.values())} ({detail})"
             )
+        for limit_s in (30.0, 60.0):
+            counts = await requests_per_cell(root, limit_s)
+            detail = ", ".join(f"{n} × {what}" for what, n in sorted(counts.items()))
+            print(
+                f"HTTP requests per warm kernel cell, limit {limit_s:.0f} s: "
+                f"{sum(counts.values())} ({detail})"
+            )
         buddy_wall, buddy_cpu = await buddy_timings(root, calls)
         local_wall, local_cpu = await local_timings(root, calls)
+        cell, _ = await buddy_timings(root, calls, "python", "print(1)", kernel=True)
+        process, _ = await buddy_timings(root, calls, "python", "print(1)", kernel=False)
+    print(f"Python on Buddy (fake), warm kernel cell: median {cell * 1000:.1f} ms wall")
+    print(f"Python on Buddy (fake), process per call: median {process * 1000:.1f} ms wall")
+    print(f"kernel / process: {cell / process:.2f}")
     print(f"run_code on Buddy (fake in another process): median {buddy_wall * 1000:.1f} ms wall")
     print(f"run_code on the local sandbox, same code:     median {local_wall * 1000:.1f} ms wall")
     print(

@@ -79,6 +79,17 @@ class BuddyCommands:
         self._killed: set[str] = set()
         self._started: dict[str, float] = {}
 
+    async def exec(self, script: str, what: str) -> tuple[str, str]:
+        """Run a short BASH script to its end in one request (sync exec, §5.10; Buddy ends
+        one at 60 s): its stdout and stderr. Never resent: it may have run."""
+        response = await self._http.request(
+            "POST", self._http.sandbox_url(self._sandbox_id, "exec"),
+            json={"command": script, "runtime": "BASH"},
+            timing="command", scope="sandbox", what=what,
+        )  # fmt: skip
+        body = self._http.json_of(response, what)
+        return str(body.get("stdout") or ""), str(body.get("stderr") or "")
+
     async def start(self, script: str) -> str:
         """Start a BASH command; its id. Never resent (it would run twice); a 429 is waited
         out, as a refused request did not run."""

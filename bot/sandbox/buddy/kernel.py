@@ -28,6 +28,7 @@ START_WAIT_S = 10.0  # how long the first cell waits for a kernel just started
 EXIT_WAIT_S = 5.0  # how long a kernel's command may take to read as finished
 INTERRUPT_WAIT_S = 10.0  # how long to wait for the interrupt to be handed over
 SCRIPT_STDERR_BYTES = 4096
+EXEC_CELL_MAX_S = 45.0  # a cell this long at most (grace included) is one sync exec
 
 
 async def start_kernel(commands: BuddyCommands, *, network: bool) -> BuddyKernel:
@@ -53,14 +54,24 @@ class BuddyKernel:
         self._wait_s = START_WAIT_S
 
     async def run(self, cell: Cell, output: CellOutput) -> None:
+        """A cell whose limit fits well within Buddy's 60 s for a sync exec is one request:
+        the exec hands it over and returns its frames. A longer one is a tracked command
+        whose followed log carries them (two requests). An exec cannot be terminated, but
+        it needs no terminating: interrupting or killing the cell ends its frames, and so
+        the exec."""
         script = cell_script(self._folder, cell, wait_s=self._wait_s)
-        command_id = await self._commands.start(script)
         errors = CappedBuffer(SCRIPT_STDERR_BYTES)
-        try:
-            await self._follow(command_id, output, errors)
-        except asyncio.CancelledError:
-            await self._commands.shield(self._commands.terminate_quietly(command_id))
-            raise
+        if cell.limit_s is not None and cell.limit_s + self._wait_s <= EXEC_CELL_MAX_S:
+            stdout, stderr = await self._commands.exec(script, "running a Python cell")
+            FrameReader(output).write(stdout.encode("utf-8", "surrogateescape"))
+            errors.write(stderr.encode("utf-8", "surrogateescape"))
+        else:
+            command_id = await self._commands.start(script)
+            try:
+                await self._follow(command_id, output, errors)
+            except asyncio.CancelledError:
+                await self._commands.shield(self._commands.terminate_quietly(command_id))
+                raise
         if output.started:
             self._wait_s = 0.0  # it is up: later cells need not wait for it
         elif not output.absent and (problem := last_line(errors.output().text)):

@@ -47,6 +47,7 @@ def channel_caps(output_bytes: int) -> tuple[int, int]:
 class Cell:
     id: str
     code: str
+    limit_s: float | None = None  # the longest it may take, grace included (None: unknown)
 
 
 def run_request(cell: Cell, *, file: str | None = None, out: str | None = None) -> bytes:

@@ -321,21 +321,29 @@ async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Pat
             await python(made, "a = 1")
             first = fake.requests[mark:]
             mark = len(fake.requests)
-            await python(made, "a")
+            short = await python(made, "a")
             second = fake.requests[mark:]
+            mark = len(fake.requests)
+            long = await python(made, "a + 1", timeout_s=120)
+            third = fake.requests[mark:]
             await made.destroy()
         finally:
             await provider.close()
     # The first cell starts the kernel (a command left running), then runs as a command.
     posts = [r for r in first if r.method == "POST"]
     assert len(posts) == 2 and "sci_kernel.py" in posts[0].json["command"]
-    # A warm cell: one POST and its followed log, whose end says the cell is done.
-    assert [(r.method, r.path.split("/")[-1]) for r in second] == [
+    # A warm cell whose limit fits within a sync exec's 60 s: one request, which returns
+    # the cell's frames.
+    assert [(r.method, r.path.split("/")[-1]) for r in second] == [("POST", "exec")]
+    assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
+    assert (short.stdout.text, short.kernel) == ("1\n", "kept")
+    # A longer limit: one POST and its followed log, whose end says the cell is done.
+    assert [(r.method, r.path.split("/")[-1]) for r in third] == [
         ("POST", "commands"),
         ("GET", "logs"),
     ]
-    assert second[1].query == {"follow": "true"}
-    assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
+    assert third[1].query == {"follow": "true"}
+    assert long.stdout.text == "2\n"
 
 
 async def test_buddy_cells_survive_5xx_on_their_logs(sandbox_root: Path) -> None:
