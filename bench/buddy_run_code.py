@@ -48,32 +48,28 @@ def config(base_url: str, kernel: bool = True) -> BuddyConfig:
     )  # fmt: skip
 
 
-async def requests_per_cell(root: Path, limit_s: float) -> collections.Counter[str]:
-    """The requests of one Python cell in a warm kernel, run with this limit."""
-    async with FakeBuddy(root, boot_delay_s=0.05) as fake:
-        fake.status_lag_s = 0.0
-        provider = BuddyProvider(config(fake.base_url))
-        sandbox = await provider.create(SandboxSpec("bench-cell"))
-        await sandbox.run_code("python", "print(0)", limit_s)  # starts the kernel
-        before = len(fake.requests)
-        await sandbox.run_code("python", "print(1)", limit_s)
-        counts = collections.Counter(_label(r.method, r.path) for r in fake.requests[before:])
-        await sandbox.destroy()
-        await provider.close()
-    return counts
-
-
-async def requests_per_call(root: Path, status_lag_s: float) -> collections.Counter[str]:
+async def requests_per_call(
+    root: Path, language: str, limit_s: float, status_lag_s: float = 0.0
+) -> collections.Counter[str]:
+    """The requests of one run_code (after one that started the kernel, for Python)."""
     async with FakeBuddy(root, boot_delay_s=0.05) as fake:
         fake.status_lag_s = status_lag_s
         provider = BuddyProvider(config(fake.base_url))
         sandbox = await provider.create(SandboxSpec("bench-count"))
+        code = "print(1)" if language == "python" else "echo 1"
+        if language == "python":
+            await sandbox.run_code(language, code, limit_s)  # starts the kernel
         before = len(fake.requests)
-        await sandbox.run_code("bash", "echo 1", 30)
+        await sandbox.run_code(language, code, limit_s)
         counts = collections.Counter(_label(r.method, r.path) for r in fake.requests[before:])
         await sandbox.destroy()
         await provider.close()
     return counts
+
+
+def _requests_line(what: str, counts: collections.Counter[str]) -> str:
+    detail = ", ".join(f"{n} × {label}" for label, n in sorted(counts.items()))
+    return f"HTTP requests per {what}: {sum(counts.values())} ({detail})"
 
 
 def _label(method: str, path: str) -> str:
@@ -135,19 +131,11 @@ async def main() -> None:
     calls = parser.parse_args().calls
     with sandbox_root() as root:
         for lag in (0.0, 0.1):
-            counts = await requests_per_call(root, lag)
-            detail = ", ".join(f"{n} × {what}" for what, n in sorted(counts.items()))
-            print(
-                f"HTTP requests per run_code, status lag {lag:.1f} s: "
-                f"{sum(counts.values())} ({detail})"
-            )
+            counts = await requests_per_call(root, "bash", 30, lag)
+            print(_requests_line(f"run_code, status lag {lag:.1f} s", counts))
         for limit_s in (30.0, 60.0):
-            counts = await requests_per_cell(root, limit_s)
-            detail = ", ".join(f"{n} × {what}" for what, n in sorted(counts.items()))
-            print(
-                f"HTTP requests per warm kernel cell, limit {limit_s:.0f} s: "
-                f"{sum(counts.values())} ({detail})"
-            )
+            counts = await requests_per_call(root, "python", limit_s)
+            print(_requests_line(f"warm kernel cell, limit {limit_s:.0f} s", counts))
         buddy_wall, buddy_cpu = await buddy_timings(root, calls)
         local_wall, local_cpu = await local_timings(root, calls)
         cell, _ = await buddy_timings(root, calls, "python", "print(1)", kernel=True)
