@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import sandbox_root
 from bot.sandbox.base import SandboxSpec
@@ -41,24 +42,29 @@ asyncio.run(main())
 """
 
 
-def config(base_url: str, kernel: bool = True) -> BuddyConfig:
+def config(base_url: str, kernel: bool = True, **options: Any) -> BuddyConfig:
     return BuddyConfig(
         token="buddy-test-token", workspace="acme", project="analytics", api_url=base_url,
-        python_kernel=kernel,
+        python_kernel=kernel, **options,
     )  # fmt: skip
 
 
 async def requests_per_call(
-    root: Path, language: str, limit_s: float, status_lag_s: float = 0.0
+    root: Path,
+    language: str,
+    limit_s: float,
+    status_lag_s: float = 0.0,
+    code: str | None = None,
+    **options: Any,
 ) -> collections.Counter[str]:
     """The requests of one run_code (after one that started the kernel, for Python)."""
     async with FakeBuddy(root, boot_delay_s=0.05) as fake:
         fake.status_lag_s = status_lag_s
-        provider = BuddyProvider(config(fake.base_url))
+        provider = BuddyProvider(config(fake.base_url, **options))
         sandbox = await provider.create(SandboxSpec("bench-count"))
-        code = "print(1)" if language == "python" else "echo 1"
         if language == "python":
-            await sandbox.run_code(language, code, limit_s)  # starts the kernel
+            await sandbox.run_code(language, "print(1)", limit_s)  # starts the kernel
+        code = code or ("print(1)" if language == "python" else "echo 1")
         before = len(fake.requests)
         await sandbox.run_code(language, code, limit_s)
         counts = collections.Counter(_label(r.method, r.path) for r in fake.requests[before:])
@@ -133,9 +139,12 @@ async def main() -> None:
         for lag in (0.0, 0.1):
             counts = await requests_per_call(root, "bash", 30, lag)
             print(_requests_line(f"run_code, status lag {lag:.1f} s", counts))
-        for limit_s in (30.0, 60.0):
+        for limit_s in (30.0, 60.0, 600.0):
             counts = await requests_per_call(root, "python", limit_s)
             print(_requests_line(f"warm kernel cell, limit {limit_s:.0f} s", counts))
+        long_cell = "import time; time.sleep(3.5)"  # as a 120 s cell is, with hand-offs at 35 s
+        counts = await requests_per_call(root, "python", 60, code=long_cell, cell_hand_off_s=1)
+        print(_requests_line("3.5 s cell, its frames handed off every 1 s", counts))
         buddy_wall, buddy_cpu = await buddy_timings(root, calls)
         local_wall, local_cpu = await local_timings(root, calls)
         cell, _ = await buddy_timings(root, calls, "python", "print(1)", kernel=True)

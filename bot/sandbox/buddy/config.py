@@ -12,6 +12,11 @@ from bot.sandbox.limits import KERNEL_GRACE_S, Limits
 if TYPE_CHECKING:
     from bot.settings import Settings
 
+# A kernel cell's frames move to a new sync exec this often: with the wait for a new kernel
+# (kernel.START_WAIT_S) and the reader's margin (scripts.READER_EXTRA_S), an exec stays
+# within the 60 s after which Buddy fails it.
+CELL_HAND_OFF_S = 35.0
+
 REGION_URLS = {
     "US": "https://api.buddy.works",
     "EU": "https://api.eu.buddy.works",
@@ -52,6 +57,7 @@ class BuddyConfig:
     kernel_grace_s: float = KERNEL_GRACE_S  # an interrupted cell's time to return
     output_bytes: int = Limits().output_bytes  # per stream kept (SANDBOX_OUTPUT_BYTES)
     command_max_s: float = Limits().command_max_s  # a detached command's wall-clock cap
+    cell_hand_off_s: float = CELL_HAND_OFF_S  # a kernel cell's frames move to a new exec
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BuddyConfig:

@@ -253,7 +253,10 @@ class BuddySandbox:
                 log.info("could not keep sandbox %s active: %s", self.id, exc)
 
     async def _start_kernel(self) -> KernelProcess:
-        return await start_kernel(self._commands, network=self._provider.config.network)
+        config = self._provider.config
+        return await start_kernel(
+            self._commands, network=config.network, hand_off_s=config.cell_hand_off_s
+        )
 
     def _check_usable(self) -> None:
         if self._destroyed:

@@ -189,6 +189,7 @@ def _unlink(name: str) -> str:
 
 KERNEL_MEMORY_SHARE = 0.75  # of the sandbox's memory: past it, MemoryError, state kept
 CELL_POLL_S = 0.05
+READER_EXTRA_S = 10.0  # a cell's reader outlives the kernel's hand-off by this much
 ABSENT = '{"t": "absent"}'  # the frame a cell script sends when no kernel is there
 
 
@@ -235,19 +236,22 @@ def cell_script(
     cell: Cell,
     *,
     wait_s: float,
+    hand_off_s: float,
     work_dir: str = WORK_DIR,
     new_token: Callable[[], str] = lambda: secrets.token_hex(8),
 ) -> str:
     """The BASH command that hands one cell to the kernel in `folder` and streams the
-    cell's frames back as its own output. A kernel holds folder/lock while it lives; the
-    script waits up to `wait_s` for one, else it says the kernel is absent.
+    cell's frames back as its own output, for `hand_off_s` at most: the kernel then ends
+    the stream with a "more" frame, and `resume_script` reads on. A kernel holds
+    folder/lock while it lives; the script waits up to `wait_s` for one, else it says the
+    kernel is absent.
 
     Model code can write the folder: the script works in it only once it is in it for
     real (not through a link), never writes through a link or onto a file there, and takes
     a kernel whose FIFO is not one for absent (the bot then starts another)."""
     q = shlex.quote
     source, out = f"{cell.id}.py", f"{cell.id}.out"  # in the folder, the script's cwd
-    request = run_request(cell, file=f"{folder}/{source}", out=f"{folder}/{out}")
+    request = run_request(cell, file=f"{folder}/{source}", out=f"{folder}/{out}", more_s=hand_off_s)
     tries = round(wait_s / CELL_POLL_S)
     absent = f"{{ echo {q(ABSENT)}; exit 0; }}"
     return (
@@ -265,8 +269,33 @@ def cell_script(
         + _heredoc(q(source), cell.code, _token(cell.code, new_token))
         + f"mkfifo {q(out)} || exit 1\n"
         + _send_to_kernel(request.decode().strip())
-        + f"exec cat {q(out)}\n"
+        + _read_frames(out, hand_off_s)
     )
+
+
+def resume_script(
+    folder: str, cell: Cell, hand_offs: int, *, hand_off_s: float, work_dir: str = WORK_DIR
+) -> str:
+    """The BASH command that reads on from a cell whose reader was handed off `hand_offs`
+    times: it makes the FIFO the kernel waits for (OUT.N), in place of anything cell code
+    left there, and reads it. Nothing if the cell's own FIFO is gone (the kernel ended the
+    cell without a reader)."""
+    q = shlex.quote
+    out = f"{cell.id}.out"
+    fifo = f"[ -p {q(out)} ] && [ ! -L {q(out)} ]"
+    return (
+        PRELUDE
+        + f"k={q(folder)}\n"
+        + f"{_in_folder(folder, work_dir)} && {fifo} || exit 0\n"
+        + f"rm -f {q(f'{out}.{hand_offs}')}; mkfifo {q(f'{out}.{hand_offs}')} || exit 0\n"
+        + _read_frames(f"{out}.{hand_offs}", hand_off_s)
+    )
+
+
+def _read_frames(out: str, hand_off_s: float) -> str:
+    """Copy a cell's FIFO to stdout until the kernel ends the stream (at a hand-off or the
+    cell's end). The kill after READER_EXTRA_S more is for a kernel that never opens it."""
+    return f"exec /usr/bin/timeout -s KILL {hand_off_s + READER_EXTRA_S:g} cat {shlex.quote(out)}\n"
 
 
 def interrupt_script(folder: str, work_dir: str = WORK_DIR) -> str:

@@ -47,12 +47,14 @@ def channel_caps(output_bytes: int) -> tuple[int, int]:
 class Cell:
     id: str
     code: str
-    limit_s: float | None = None  # the longest it may take, grace included (None: unknown)
 
 
-def run_request(cell: Cell, *, file: str | None = None, out: str | None = None) -> bytes:
+def run_request(
+    cell: Cell, *, file: str | None = None, out: str | None = None, more_s: float = 0.0
+) -> bytes:
     """A run request: the code inline, or the path of a file that holds it; `out` names
-    the FIFO the cell's frames go to (else they come on the kernel's own channel)."""
+    the FIFO the cell's frames go to (else they come on the kernel's own channel), whose
+    reader is handed off every `more_s` seconds (0: never)."""
     request: dict[str, Any] = {"op": "run", "id": cell.id}
     if file is None:
         request["code"] = cell.code
@@ -60,6 +62,8 @@ def run_request(cell: Cell, *, file: str | None = None, out: str | None = None) 
         request["file"] = file
     if out is not None:
         request["out"] = out
+    if more_s > 0:
+        request["more"] = more_s
     return (json.dumps(request) + "\n").encode()
 
 
@@ -77,6 +81,7 @@ class CellOutput:
         self.started = False
         self.done: dict[str, Any] | None = None
         self.absent = False
+        self.handed_off = False  # the last reader was handed off: the cell has more frames
 
     @property
     def finished(self) -> bool:
@@ -97,6 +102,8 @@ class CellOutput:
                 self.stderr.skip(_count(cut[1]))
         elif kind == "absent":
             self.absent = True
+        elif kind == "more":
+            self.handed_off = True
 
     @property
     def exit_code(self) -> int:

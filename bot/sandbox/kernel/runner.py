@@ -138,7 +138,7 @@ class KernelRunner:
         new = self._process is None
         process = await self._ensure()
         output = CellOutput(self._output_bytes)
-        cell = Cell(secrets.token_hex(6), code, timeout_s + self._grace_s)
+        cell = Cell(secrets.token_hex(6), code)
         stop = await self._run(process, cell, output, timeout_s)
         took = time.monotonic() - started
         if output.started:

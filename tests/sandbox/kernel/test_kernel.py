@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.errors import BotError
 from bot.sandbox.base import OUT_DIR, WORK_DIR, ExecResult, Sandbox, SandboxProvider, SandboxSpec
 from bot.sandbox.buddy import BuddyConfig, BuddyProvider
 from bot.sandbox.limits import Limits
@@ -53,6 +54,12 @@ async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator
         finally:
             await provider.close()
         return
+    async with buddy_on(root, **options) as (_, provider):
+        yield provider
+
+
+@contextlib.asynccontextmanager
+async def buddy_on(root: Path, **options: Any) -> AsyncIterator[tuple[FakeBuddy, BuddyProvider]]:
     async with FakeBuddy(root, boot_delay_s=0.05) as fake:
         fake.status_lag_s = 0.02
         config = BuddyConfig(
@@ -67,7 +74,7 @@ async def provider_on(backend: str, root: Path, **options: Any) -> AsyncIterator
         )
         provider = BuddyProvider(config)
         try:
-            yield provider
+            yield fake, provider
         finally:
             await provider.close()
 
@@ -309,7 +316,7 @@ async def test_without_the_kernel_python_is_a_process_per_call(
     assert "NameError" in after.stderr.text
 
 
-async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Path) -> None:
+async def test_buddy_cells_are_one_sync_exec_each(sandbox_root: Path) -> None:
     async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
         config = BuddyConfig(
             token=fake.token, workspace=fake.workspace, project=fake.project, api_url=fake.base_url
@@ -324,44 +331,130 @@ async def test_buddy_cells_are_short_commands_and_nothing_else(sandbox_root: Pat
             short = await python(made, "a")
             second = fake.requests[mark:]
             mark = len(fake.requests)
-            long = await python(made, "a + 1", timeout_s=120)
+            long = await python(made, "a + 1", timeout_s=600)
             third = fake.requests[mark:]
             await made.destroy()
         finally:
             await provider.close()
-    # The first cell starts the kernel (a command left running), then runs as a command.
-    posts = [r for r in first if r.method == "POST"]
-    assert len(posts) == 2 and "sci_kernel.py" in posts[0].json["command"]
-    # A warm cell whose limit fits within a sync exec's 60 s: one request, which returns
-    # the cell's frames.
-    assert [(r.method, r.path.split("/")[-1]) for r in second] == [("POST", "exec")]
-    assert second[0].json["runtime"] == "BASH" and "flock" in second[0].json["command"]
-    assert (short.stdout.text, short.kernel) == ("1\n", "kept")
-    # A longer limit: one POST and its followed log, whose end says the cell is done.
-    assert [(r.method, r.path.split("/")[-1]) for r in third] == [
+    # The first cell starts the kernel (a command left running), then runs as a sync exec.
+    assert [(r.method, r.path.split("/")[-1]) for r in first] == [
         ("POST", "commands"),
-        ("GET", "logs"),
+        ("POST", "exec"),
     ]
-    assert third[1].query == {"follow": "true"}
+    assert "sci_kernel.py" in first[0].json["command"]
+    # A warm cell is one request, which returns the cell's frames, whatever its limit.
+    for cell in (second, third):
+        assert [(r.method, r.path.split("/")[-1]) for r in cell] == [("POST", "exec")]
+        assert cell[0].json["runtime"] == "BASH" and "flock" in cell[0].json["command"]
+    assert (short.stdout.text, short.kernel) == ("1\n", "kept")
     assert long.stdout.text == "2\n"
 
 
-async def test_buddy_cells_survive_5xx_on_their_logs(sandbox_root: Path) -> None:
-    async with FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake:
-        config = BuddyConfig(
-            token=fake.token,
-            workspace=fake.workspace,
-            project=fake.project,
-            api_url=fake.base_url,
-            retry_base_delay_s=0.01,
-        )
-        provider = BuddyProvider(config)
+STREAM_ACROSS_HAND_OFFS = (
+    "import sys, time\n"
+    "end = time.monotonic() + 1.6\n"
+    "n = 0\n"
+    "while time.monotonic() < end:\n"
+    "    print(f'line {n}', flush=n % 7 == 0)\n"
+    "    sys.stderr.write(f'err {n}\\n')\n"
+    "    n += 1\n"
+    "    time.sleep(0.001)\n"
+    "print('total', n)\n"
+)
+
+
+async def test_a_long_buddy_cell_moves_to_new_execs_and_loses_nothing(
+    sandbox_root: Path,
+) -> None:
+    # Buddy ends a sync exec at 60 s; here at 2 s, with a hand-off every 0.4 s. The cell
+    # writes without pause to both streams across the hand-offs.
+    async with buddy_on(sandbox_root, cell_hand_off_s=0.4) as (fake, provider):
+        made = await provider.create(SandboxSpec(session_key="hand-off"))
+        fake.exec_timeout_s = 2
         try:
-            made = await provider.create(SandboxSpec(session_key="faults"))
-            await python(made, "a = 1")
-            fake.fail_next(3, method="GET", path=r"/logs$", status=502)
-            result = await python(made, "print(a + 1)")
-            await made.destroy()
+            await python(made, "x = 1")
+            mark = len(fake.requests)
+            result = await python(made, STREAM_ACROSS_HAND_OFFS, timeout_s=30)
+            calls = fake.requests[mark:]
+            mark = len(fake.requests)
+            silent = await python(made, "import time\ntime.sleep(1.2)\nx", timeout_s=30)
+            silent_calls = fake.requests[mark:]
+            after = await python(made, "x + 1")
         finally:
-            await provider.close()
-    assert (result.status, result.stdout.text, result.kernel) == ("ok", "2\n", "kept")
+            await made.destroy()
+    assert result.status == "ok", result
+    lines = result.stdout.text.splitlines()
+    total = int(lines[-1].split()[1])
+    assert lines == [f"line {n}" for n in range(total)] + [f"total {total}"]
+    assert result.stderr.text.splitlines() == [f"err {n}" for n in range(total)]
+    execs = [r for r in calls if r.path.endswith("/exec")]
+    assert len(execs) >= 2 and len(execs) == len(calls)
+    assert all(r.status == 200 for r in execs)  # none reached the ceiling
+    # A cell that writes nothing is handed off all the same.
+    assert silent.stdout.text == "1\n"
+    assert len(silent_calls) >= 2 and all(r.path.endswith("/exec") for r in silent_calls)
+    assert (after.stdout.text, after.kernel) == ("2\n", "kept")
+
+
+def plant_at_the_next_reader(plant: str) -> str:
+    return (
+        "import glob, os, time\n"
+        "out = glob.glob('/buddy/work/.cache/kernel/*/*.out')[0]\n"
+        f"{plant}(out + '.1')  # where the next reader's FIFO goes\n"
+        "time.sleep(1.5)\n"
+        "print('after')\n"
+    )
+
+
+async def test_a_cell_that_plants_a_file_where_its_next_reader_goes_loses_nothing(
+    sandbox_root: Path,
+) -> None:
+    async with provider_on("buddy", sandbox_root, cell_hand_off_s=0.3) as provider:
+        made = await provider.create(SandboxSpec(session_key="hand-off-planted"))
+        try:
+            file = await python(made, plant_at_the_next_reader("os.mknod"), timeout_s=5)
+            folder = await python(made, plant_at_the_next_reader("os.mkdir"), timeout_s=5)
+            after = await python(made, "print('next')")
+        finally:
+            await made.destroy()
+    # The next reader makes its FIFO in place of a file, and reads on.
+    assert (file.status, file.stdout.text) == ("ok", "after\n")
+    # A folder it cannot replace: the cell's frames have nowhere to go, and the bot says
+    # so, stops the kernel and goes on with a new one.
+    assert (folder.status, folder.kernel) == ("killed", "died")
+    assert folder.kernel_note == "it stopped answering, so it was stopped"
+    assert (after.stdout.text, after.kernel) == ("next\n", "fresh")
+
+
+async def test_a_buddy_cell_past_its_limit_is_interrupted_between_hand_offs(
+    sandbox_root: Path,
+) -> None:
+    async with provider_on("buddy", sandbox_root, cell_hand_off_s=0.3) as provider:
+        made = await provider.create(SandboxSpec(session_key="hand-off-limit"))
+        try:
+            await python(made, "x = 1")
+            result = await python(made, "print('begun')\nwhile True: pass", timeout_s=1.5)
+            after = await python(made, "x + 1")
+        finally:
+            await made.destroy()
+    assert (result.status, result.kernel) == ("timeout", "interrupted")
+    assert result.stdout.text == "begun\n"
+    assert (after.stdout.text, after.kernel) == ("2\n", "kept")
+
+
+async def test_a_buddy_cell_whose_exec_fails_says_so_and_the_kernel_goes_on(
+    sandbox_root: Path,
+) -> None:
+    async with buddy_on(sandbox_root) as (fake, provider):
+        made = await provider.create(SandboxSpec(session_key="faults"))
+        try:
+            await python(made, "a = 1")
+            # The cell ran, but its answer was lost on the way: its output cannot be had.
+            fake.fail_next(1, method="POST", path=r"/exec$", status=502, after=True)
+            with pytest.raises(BotError) as lost:
+                await python(made, "a = 2\nprint(a)")
+            result = await python(made, "print(a + 1)")
+        finally:
+            await made.destroy()
+    assert "502" in str(lost.value)
+    assert (result.status, result.stdout.text, result.kernel) == ("ok", "3\n", "kept")

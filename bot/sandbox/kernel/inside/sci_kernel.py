@@ -10,12 +10,15 @@ has imported them) and run on Python 3.8 or newer. Each chart saved to a file ge
 The protocol is one JSON object per line. Requests:
   {"op": "run", "id": ID, "code": SOURCE}   (or "file": a file holding the source, which
                                              is removed once read; "out": a FIFO that gets
-                                             this cell's frames)
+                                             this cell's frames; "more": hand
+                                             its reader off every this many seconds)
   {"op": "interrupt"}                       KeyboardInterrupt in the running cell
 Frames:
   {"t": "start", "id": ID}
   {"t": "o" | "e", "d": TEXT}               stdout or stderr bytes (surrogateescape)
   {"t": "done", "id": ID, "code": EXIT, "interrupted": BOOL, "cut": [OUT, ERR]}
+  {"t": "more"}                             the reader is handed off: the cell's next
+                                            frames go to the FIFO's next reader
 
 Two transports: in stdio mode requests come on stdin and frames go to stdout; in FIFO
 mode (`--fifo FOLDER`) requests come through FOLDER/in, each cell names the FIFO its frames
@@ -71,7 +74,7 @@ class Kernel:
 
     def run(self, request: dict[str, Any]) -> None:
         out = request.get("out")
-        self.frames.open_cell(out)
+        self.frames.open_cell(out, _seconds(request.get("more")))
         self.frames.send({"t": "start", "id": request.get("id")})
         for stream in self.streams:
             stream.attach(self.args.output_bytes)
@@ -104,7 +107,14 @@ def serve_io(fd: int, folder: str | None, kernel: Kernel) -> None:
     streams = {stream.read_fd: stream for stream in kernel.streams}
     pending = b""
     while True:
-        ready = select.select([fd, *streams], [], [], WATCH_S if folder else None)[0]
+        wait = kernel.frames.wait_s()
+        if folder is not None:
+            wait = WATCH_S if wait is None else min(wait, WATCH_S)
+        ready = select.select([fd, *streams, kernel.frames.wake], [], [], wait)[0]
+        kernel.frames.tick()
+        if kernel.frames.wake in ready:
+            os.read(kernel.frames.wake, 512)
+            ready.remove(kernel.frames.wake)
         if not ready and folder is not None and not os.path.isdir(folder):
             os._exit(0)  # a newer kernel has taken over
         for source in ready:
@@ -138,6 +148,10 @@ def _fifo_channel(folder: str) -> int:
     lock = os.open(os.path.join(folder, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)
     return fd
+
+
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
 
 
 def _source(request: dict[str, Any]) -> str:
