@@ -70,7 +70,7 @@ class ContextEditing:
         return self._server
 
     def request(self, t: Thresholds) -> dict[str, Any]:
-        """Keyword arguments for `client.beta.messages.stream` ({} when the bot edits). The
+        """Keyword arguments for `client.beta.messages` ({} when the bot edits). The
         API's clearing is the guard within a run (where the bot cannot rewrite the history:
         thinking is bound to it), so it fires only past `compact`; its compaction, where the
         window allows it, follows when clearing was not enough."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,17 @@ CONNECTION_LIMITS = httpx2.Limits(
     max_connections=anthropic.DEFAULT_CONNECTION_LIMITS.max_connections,
     max_keepalive_connections=20,
 )
+# The SDK's TCP keepalive, which it sets only on a transport of its own making: a turn
+# answered whole is silent on the wire until it is done, minutes for a long one, and some
+# networks drop a connection idle that long.
+KEEPALIVE = [
+    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+    *((socket.IPPROTO_TCP, option, value) for option, value in (
+        (getattr(socket, "TCP_KEEPIDLE", None), 60),
+        (getattr(socket, "TCP_KEEPINTVL", None), 60),
+        (getattr(socket, "TCP_KEEPCNT", None), 5),
+    ) if option is not None),
+]  # fmt: skip
 
 
 def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
@@ -53,7 +65,7 @@ def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
         base_url=settings.anthropic_base_url,
         max_retries=settings.anthropic_max_retries,
         http_client=anthropic.DefaultAsyncHttpxClient(
-            transport=_LongWaitsNotRetried(limits=CONNECTION_LIMITS)
+            transport=_LongWaitsNotRetried(limits=CONNECTION_LIMITS, socket_options=KEEPALIVE)
         ),
     )
 
@@ -72,8 +84,8 @@ class _LongWaitsNotRetried(httpx2.AsyncHTTPTransport):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries around a whole streamed turn, on top of the SDK's retries of the first response:
-    an error event inside a 200 stream or a dropped stream is never retried by the SDK.
+    """Retries around a whole turn, on top of the SDK's retries of the first response: an
+    error event inside a 200 stream or a dropped stream is never retried by the SDK.
     `max_delay_s` is also the longest wait a server may ask for: a longer one ends the run
     with a message saying when to try again, rather than leaving it silent for minutes."""
 
@@ -89,13 +101,11 @@ class RetryPolicy:
 async def create_message(
     client: anthropic.AsyncAnthropic, params: dict[str, Any], policy: RetryPolicy
 ) -> Message | BetaMessage:
-    """One model turn, streamed; a partial turn is discarded and the request sent again.
-    With `betas` among the params, the beta endpoint takes it (context management)."""
-    messages = client.beta.messages if "betas" in params else client.messages
+    """One model turn; a failed one (a partial stream included) is sent again. With `betas`
+    among the params, the beta endpoint takes it (context management)."""
     for attempt in range(policy.attempts):
         try:
-            async with messages.stream(**params) as stream:
-                return await stream.get_final_message()
+            return await _turn(client, params)
         except (anthropic.APIError, httpx2.TransportError) as exc:
             # A stream cut mid-way surfaces as the transport's own error, not an SDK one.
             if attempt + 1 >= policy.attempts or not _retryable(exc):
@@ -107,6 +117,23 @@ async def create_message(
                 raise ModelError(_wait_asked(exc, asked)) from exc
         await asyncio.sleep(max(policy.delay(attempt), asked))
     raise AssertionError("unreachable")
+
+
+async def _turn(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Message | BetaMessage:
+    """The turn as one JSON answer, unless the SDK says a turn of this `max_tokens` may take
+    over 10 minutes and must stream. The bot uses only the whole message, and a stream costs
+    the bot's CPU per event: the SDK parses and accumulates each delta of a few tokens, five
+    times a whole answer's cost (`bench.model_turn_cpu`)."""
+    messages = client.beta.messages if "betas" in params else client.messages
+    try:
+        message = await messages.create(**params)
+        assert isinstance(message, Message | BetaMessage)  # not a stream: none was asked for
+        return message
+    except ValueError as exc:  # raised before anything is sent
+        if "Streaming is required" not in str(exc):
+            raise
+    async with messages.stream(**params) as stream:
+        return await stream.get_final_message()
 
 
 def _retry_after(exc: Exception) -> float | None:

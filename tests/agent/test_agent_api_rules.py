@@ -137,9 +137,11 @@ async def test_a_turn_retried_mid_stream_resends_the_history_as_it_was(
             return stream_error("overloaded_error", after_blocks=2, content=partial)
         return thinker(req)
 
-    async with session_with(script, sandbox_root) as (session, fake):
+    # A max_tokens the SDK will not send unstreamed: the turn streams.
+    async with session_with(script, sandbox_root, max_output_tokens=32_000) as (session, fake):
         result = await session.ask("what is 6 * 7?", Recorder())
     assert isinstance(result, RunFinished) and result.answer == "The answer is 42."
+    assert all(r.stream for r in fake.requests)
     retried = fake.requests[2]
     assert retried.messages == broken[0].messages  # the same conversation, sent again
     history = session.agent.history

@@ -9,6 +9,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.run_events import RunFailed, RunFinished, TextEmitted
 from bot.sessions.session import Session
 from tests.fakes.anthropic import (
@@ -170,13 +172,29 @@ async def test_overloaded_errors_are_retried_then_succeed(sandbox_root: Path) ->
     assert [r.retry_count for r in fake.requests] == [0, 1, 2, 0]
 
 
-async def test_stream_error_and_dropped_connection_are_retried(sandbox_root: Path) -> None:
-    async with session_with(lambda req: Reply([text("done")]), sandbox_root) as (session, fake):
+# A turn is answered whole unless the SDK says one of its max_tokens may take over 10
+# minutes (3600 s x max_tokens / 128,000 > 600 s): that one streams.
+STREAMED_MAX_TOKENS = 32_000
+
+
+@pytest.mark.parametrize("max_tokens", [16_000, STREAMED_MAX_TOKENS])
+async def test_stream_error_and_dropped_connection_are_retried(
+    sandbox_root: Path, max_tokens: int
+) -> None:
+    async with session_with(
+        lambda req: Reply([text("done")]), sandbox_root, max_output_tokens=max_tokens
+    ) as (session, fake):
+        # Streamed, an error event and a cut mid-stream; whole, an error status and a cut.
         fake.fail_next(1, stream_error("overloaded_error", after_blocks=1))
         fake.fail_next(1, drop_connection(after_blocks=0))
         result = await session.ask("hi", Recorder())
     assert isinstance(result, RunFinished) and result.answer == "done"
+    streamed = max_tokens == STREAMED_MAX_TOKENS
+    assert [r.stream for r in fake.requests][-1:] == [streamed]
+    assert [r.body["max_tokens"] for r in fake.requests][-1:] == [max_tokens]
+    # Streamed, the turn's own retry sends each again; whole, the SDK's retries do.
     assert len(fake.requests) == 3
+    assert [r.retry_count for r in fake.requests] == ([0, 0, 0] if streamed else [0, 1, 2])
 
 
 async def test_persistent_overload_fails_with_a_clear_reason(sandbox_root: Path) -> None:

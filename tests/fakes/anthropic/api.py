@@ -135,7 +135,9 @@ class FakeAnthropic:
 
     ``context_editing`` is "apply", "refuse" or "ignore" (module docstring);
     ``compaction_fn`` makes a compaction's summary from the messages the model would read
-    (by default each user and assistant text, clipped)."""
+    (by default each user and assistant text, clipped). ``delta_chars`` streams text and
+    tool input in deltas of that many characters, as finely as the real API does (by
+    default each block comes in two or three)."""
 
     def __init__(
         self,
@@ -150,8 +152,10 @@ class FakeAnthropic:
         models_api: bool = True,
         context_editing: str = "apply",
         compaction_fn: CompactionFn = digest,
+        delta_chars: int | None = None,
     ) -> None:
         self.model_fn = model_fn
+        self.delta_chars = delta_chars  # None: two or three deltas a block
         self.models_api = models_api
         self.model_lookups: list[str] = []  # the ids GET /v1/models/{id} was asked about
         self.models = tuple(models)
@@ -327,7 +331,8 @@ class FakeAnthropic:
         self.replies.append(message)
         if not req.stream:
             return web.json_response(message, headers=id_header())
-        response = await stream(request, [*stream_blocks(message), *stream_tail(message)])
+        events = [*stream_blocks(message, self.delta_chars), *stream_tail(message)]
+        response = await stream(request, events)
         await response.write_eof()
         return response
 

@@ -43,16 +43,22 @@ def _split(s: str, parts: int) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), size)] or [s]
 
 
-def _block_events(index: int, block: Block) -> Iterator[bytes]:
+def _parts(s: str, parts: int, delta_chars: int | None) -> list[str]:
+    """``s`` in ``parts`` pieces, or in pieces of ``delta_chars`` (the real API sends a few
+    tokens per delta)."""
+    return _split(s, -(-len(s) // delta_chars) if delta_chars else parts)
+
+
+def _block_events(index: int, block: Block, delta_chars: int | None) -> Iterator[bytes]:
     kind = block.get("type")
     start: Block
     deltas: list[Block] = []
     if kind == "text":
         start = {**block, "text": ""}
-        deltas = [{"type": "text_delta", "text": t} for t in _split(block["text"], 2)]
+        deltas = [{"type": "text_delta", "text": t} for t in _parts(block["text"], 2, delta_chars)]
     elif kind in ("tool_use", "server_tool_use"):
         start = {**block, "input": {}}
-        pieces = ["", *_split(json.dumps(block.get("input", {})), 3)]
+        pieces = ["", *_parts(json.dumps(block.get("input", {})), 3, delta_chars)]
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
     elif kind == "thinking":
         start = {"type": "thinking", "thinking": "", "signature": ""}
@@ -69,15 +75,16 @@ def _block_events(index: int, block: Block) -> Iterator[bytes]:
     yield sse("content_block_stop", index=index)
 
 
-def stream_blocks(message: dict[str, Any]) -> Iterator[bytes]:
-    """``message_start`` and ``ping``, then every content block."""
+def stream_blocks(message: dict[str, Any], delta_chars: int | None = None) -> Iterator[bytes]:
+    """``message_start`` and ``ping``, then every content block (text and tool input in two
+    or three deltas, or in deltas of ``delta_chars``)."""
     usage = {k: message["usage"][k] for k in START_USAGE_KEYS if k in message["usage"]}
     started = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
     started.update(stop_details=None, usage={**usage, "output_tokens": 1})
     yield sse("message_start", message=started)
     yield sse("ping")
     for index, block in enumerate(message["content"]):
-        yield from _block_events(index, block)
+        yield from _block_events(index, block, delta_chars)
 
 
 def stream_tail(message: dict[str, Any]) -> Iterator[bytes]:
