@@ -66,6 +66,7 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.datacard
 	$(BIN)/python -m bench.card_turns
 	$(BIN)/python -m bench.concurrency
+	$(BIN)/python -m bench.model_turn_cpu
 	$(BIN)/python -m bench.replicas
 	$(BIN)/python -m bench.idle_threads
 	$(BIN)/python -m bench.long_threads
@@ -74,6 +75,8 @@ bench: system system-extras $(BIN)/.installed
 	$(BIN)/python -m bench.detached_waits
 	$(BIN)/python -m bench.sparse_outputs
 	$(BIN)/python -m bench.reaper_cost
+	$(BIN)/python -m bench.first_answer
+	$(BIN)/python -m bench.resume
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
