@@ -21,7 +21,7 @@ run in this process. Reported per batch:
   malloc_trim) from before the batch to after every run has finished, divided by N. The
   sessions stay open (idle) with their sandboxes, as they do until the idle timeout;
 - the CPU time the bot's event-loop thread, the whole bot process and the fakes used
-  during the batch;
+  during the batch, and the garbage collector's share of the bot's;
 - where the time over 2.2 s went, per run: event to the first model request, model reply
   to run_code, run_code to the next model request, model reply to the answer in Slack.
 
@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import percentile, sandbox_root
+from bot.cli import settle_heap
 from bot.errors import SandboxError, SandboxPathError
 from bot.sandbox.base import (
     CommandState,
@@ -333,6 +334,8 @@ async def _bot_main(settings: Settings, conn: Connection, instrument: bool) -> N
 
     threading.Thread(target=read, daemon=True).start()
     provider = SleepyProvider()
+    collector = CollectorMeter()
+    settle_heap()  # as `python -m bot` does before it serves
     probe = LagProbe()
     probe.start()
     stop = asyncio.Event()
@@ -351,7 +354,7 @@ async def _bot_main(settings: Settings, conn: Connection, instrument: bool) -> N
         elif name == "memory":
             conn.send((settled_rss(), len(provider.sandboxes)))
         elif name == "cpu":  # this thread runs the event loop
-            conn.send((time.thread_time(), time.process_time()))
+            conn.send((time.thread_time(), time.process_time(), collector.spent_s))
         elif name == "sandbox":
             conn.send(list(provider.timings))
         elif name == "watch start":
@@ -370,6 +373,22 @@ async def _bot_main(settings: Settings, conn: Connection, instrument: bool) -> N
             await probe.stop()
             conn.send("stopped")
             return
+
+
+class CollectorMeter:
+    """The CPU the garbage collector takes, in whichever thread it runs (its callbacks
+    mark each collection's start and end)."""
+
+    def __init__(self) -> None:
+        self.spent_s = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._mark)
+
+    def _mark(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            self.spent_s += time.thread_time() - self._began
 
 
 def _profile_text(profiler: cProfile.Profile, rows: int = 22) -> str:
@@ -485,6 +504,7 @@ class Batch:
     phases: dict[str, list[float]] = field(default_factory=dict)
     cpu_loop_s: float = 0.0  # the bot's event-loop thread, during the batch
     cpu_bot_s: float = 0.0  # the whole bot process (the store's thread too)
+    cpu_gc_s: float = 0.0  # the garbage collector's share of it
     cpu_fakes_s: float = 0.0  # this process
     profile: str = ""
     timings: dict[str, Any] = field(default_factory=dict)
@@ -589,6 +609,7 @@ async def run_batch(n: int, root: Path, watch: str, ui: str = "classic") -> Batc
             cpu_after = await bot.ask("cpu")
             result.cpu_loop_s = cpu_after[0] - cpu_before[0]
             result.cpu_bot_s = cpu_after[1] - cpu_before[1]
+            result.cpu_gc_s = cpu_after[2] - cpu_before[2]
             if watch:
                 result.profile, result.timings = await bot.ask("watch stop")
             lags = await bot.ask("lag", begin, end)
@@ -697,7 +718,9 @@ def print_batch(b: Batch) -> None:
     print(
         f"  CPU from the first event to the last answer ({b.wall_s:.2f} s, 2 cores): "
         f"bot event loop {b.cpu_loop_s:.2f} s ({b.cpu_loop_s / b.threads * 1000:.1f} ms "
-        f"per run), bot process {b.cpu_bot_s:.2f} s, fakes {b.cpu_fakes_s:.2f} s."
+        f"per run), bot process {b.cpu_bot_s:.2f} s, fakes {b.cpu_fakes_s:.2f} s; "
+        f"of the bot's, the garbage collector {b.cpu_gc_s:.2f} s "
+        f"({b.cpu_gc_s / b.threads * 1000:.1f} ms per run)."
     )
     print("  Per run, seconds beyond the fakes' own time:")
     print(f"  {'step':<34} {'median':>7} {'p95':>7} {'max':>7}")

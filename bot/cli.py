@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import functools
+import gc
 import json
 import logging
 import re
@@ -141,8 +142,18 @@ async def slack() -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    settle_heap()
     await serve(settings, stop)
     return 0
+
+
+def settle_heap() -> None:
+    """Move what start-up made (modules, the SDKs' types and schemas) out of the garbage
+    collector's reach, for the life of the process: its oldest generation is scanned whole
+    now and then, and at 200 runs at once those scans of objects that never die took 1.7 ms
+    of CPU per run, 0.8 ms once frozen (`bench.concurrency` reports the collector's CPU)."""
+    gc.collect()
+    gc.freeze()
 
 
 def prompt_line(prompt_tokens: int, window_tokens: int) -> str:
