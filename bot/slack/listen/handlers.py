@@ -322,9 +322,11 @@ class SlackListeners:
         self, ref: ThreadRef, event: dict[str, Any], question: str, files: list[Any]
     ) -> None:
         assistant = await self._first_sign(ref, event, files)
-        new = not await self.engine.knows(ref.key)
+        # Only a DM's first question titles it: elsewhere the store is not asked.
+        titled = bool(question) and ref.channel.startswith("D")
+        new = titled and not await self.engine.knows(ref.key)
         await self.engine.open(ref.key)
-        if new and question and ref.channel.startswith("D"):
+        if new:
             await self.dms.title(ref, question)
         taken = [await self.intake.take(ref, file) for file in files]
         if assistant and question and self.assistant is not None:
