@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
+import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -168,3 +171,61 @@ async def test_restart_on_request_restarts_then_runs() -> None:
     assert sandbox.restarts == 1
     assert content.startswith("The Python kernel was restarted as asked")
     assert "status: ok" in content
+
+
+def _read_all(path: str, into: list[bytes]) -> None:
+    with open(path, "rb") as fifo:  # blocks until the kernel opens it
+        into.append(fifo.read())
+
+
+def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) -> None:
+    """The done frame goes out, the hand-off falls due before the cell is closed: no
+    `more` may follow the done frame, or the kernel would wait for a reader the bot, which
+    has the done frame, never sends."""
+    path = str(tmp_path / "c.out")
+    os.mkfifo(path)
+    read: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(path, read))
+    reader.start()
+    frames = sci_kernel_output.Frames(None)
+    frames.open_cell(path, every=0.05)
+    frames.send({"t": "start", "id": "c"})
+    frames.send({"t": "done", "id": "c", "code": 0})
+    time.sleep(0.1)  # past the hand-off's time
+    frames.tick()
+    assert frames.held is None  # not handed off: close_cell need not wait for a reader
+    frames.close_cell(path)
+    reader.join(5)
+    lines = [json.loads(line) for line in read[0].splitlines()]
+    assert [line["t"] for line in lines] == ["start", "done"]
+
+
+def test_frames_after_a_hand_off_go_to_the_next_reader_whole(tmp_path: Any) -> None:
+    path = str(tmp_path / "c.out")
+    os.mkfifo(path)
+    first: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(path, first))
+    reader.start()
+    frames = sci_kernel_output.Frames(None)
+    frames.open_cell(path, every=0.05)
+    frames.send({"t": "o", "d": "before"})
+    time.sleep(0.1)
+    frames.tick()  # the hand-off: the first reader's stream ends
+    reader.join(5)
+    frames.send({"t": "o", "d": "held"})  # no reader yet: held
+    os.mkfifo(path + ".1")
+    second: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(path + ".1", second))
+    reader.start()
+    while frames.held is not None:
+        frames.tick()
+        time.sleep(0.005)
+    frames.send({"t": "done", "id": "c"})
+    frames.close_cell(path)
+    reader.join(5)
+    assert [json.loads(x)["t"] for x in first[0].splitlines()] == ["o", "more"]
+    assert [json.loads(x) for x in second[0].splitlines()] == [
+        {"t": "o", "d": "held"},
+        {"t": "done", "id": "c"},
+    ]
+    assert not os.path.exists(path) and not os.path.exists(path + ".1")

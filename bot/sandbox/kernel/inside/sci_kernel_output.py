@@ -52,6 +52,8 @@ class Frames:
     def send(self, frame: dict[str, Any]) -> None:
         line = (json.dumps(frame) + "\n").encode()
         with self.lock:
+            if frame.get("t") == "done":  # no hand-off after it: no reader would come
+                self.due = None
             if self.held is not None:
                 self.held.append(line)
             else:
