@@ -264,7 +264,7 @@ def cell_script(
         f'  [ "$i" -ge {tries} ] && {absent}\n'
         f"  i=$((i + 1))\n  sleep {CELL_POLL_S}\n"
         "done\n"
-        f"{{ [ -p in ] && [ ! -L in ]; }} || {absent}\n"
+        f"{{ {_fifo('in')}; }} || {absent}\n"
         "set -C\n"  # noclobber: the cell's file is made new (O_EXCL), not written through
         + _heredoc(q(source), cell.code, _token(cell.code, new_token))
         + f"mkfifo {q(out)} || exit 1\n"
@@ -282,14 +282,19 @@ def resume_script(
     cell without a reader)."""
     q = shlex.quote
     out = f"{cell.id}.out"
-    fifo = f"[ -p {q(out)} ] && [ ! -L {q(out)} ]"
+    reader = q(f"{out}.{hand_offs}")
     return (
         PRELUDE
         + f"k={q(folder)}\n"
-        + f"{_in_folder(folder, work_dir)} && {fifo} || exit 0\n"
-        + f"rm -f {q(f'{out}.{hand_offs}')}; mkfifo {q(f'{out}.{hand_offs}')} || exit 0\n"
+        + f"{_in_folder(folder, work_dir)} && {_fifo(out)} || exit 0\n"
+        + f"rm -f {reader}; mkfifo {reader} || exit 0\n"
         + _read_frames(f"{out}.{hand_offs}", hand_off_s)
     )
+
+
+def _fifo(name: str) -> str:
+    """A test that `name`, in the current folder, is a FIFO and not a link to one."""
+    return f"[ -p {shlex.quote(name)} ] && [ ! -L {shlex.quote(name)} ]"
 
 
 def _read_frames(out: str, hand_off_s: float) -> str:
@@ -303,7 +308,7 @@ def interrupt_script(folder: str, work_dir: str = WORK_DIR) -> str:
     return (
         PRELUDE
         + f"k={shlex.quote(folder)}\n"
-        + f"{_in_folder(folder, work_dir)} && [ -p in ] && [ ! -L in ] || exit 0\n"
+        + f"{_in_folder(folder, work_dir)} && {_fifo('in')} || exit 0\n"
         + _send_to_kernel(INTERRUPT.decode().strip())
     )
 

@@ -138,8 +138,7 @@ class KernelRunner:
         new = self._process is None
         process = await self._ensure()
         output = CellOutput(self._output_bytes)
-        cell = Cell(secrets.token_hex(6), code)
-        stop = await self._run(process, cell, output, timeout_s)
+        stop = await self._run(process, Cell(secrets.token_hex(6), code), output, timeout_s)
         took = time.monotonic() - started
         if output.started:
             self._stale = False  # this result tells the model whatever it has to know

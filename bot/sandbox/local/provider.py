@@ -112,8 +112,7 @@ class LocalProvider:
         return sandbox
 
     def has_room(self) -> bool:
-        slots = self.slots
-        return slots.limit is None or (slots.taken < slots.limit and not slots.waiting)
+        return self.slots.has_room()
 
     def waiting_for_slot(self, session_key: str) -> int:
         return self.slots.holds_back(session_key)

@@ -71,6 +71,10 @@ class Slots:
                 await asyncio.wait_for(self._free.acquire(), min(left, RETRY_S))
                 return
 
+    def has_room(self) -> bool:
+        """A slot is free now, and no sandbox waits for one."""
+        return self.limit is None or (self.taken < self.limit and not self.waiting)
+
     def holds_back(self, session_key: str) -> int:
         """The cap, while `session_key`'s sandbox waits for a slot; else 0."""
         return (self.limit or 0) if session_key in self.waiting else 0

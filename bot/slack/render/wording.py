@@ -144,7 +144,7 @@ def table_pointer(number: int, caption: str) -> str:
 REPORT_CANVAS = "The report is in a canvas, linked here; report.md is attached too."
 
 
-# The Show work and Notebook buttons under an answer (show_work.py, handlers.py)
+# The answer's footer (block_kit.footer)
 def took(duration_s: float, sandbox_wait_s: float) -> str:
     """The footer's time: "14s", or "12s, 8s of it starting the sandbox" when the wait for
     the sandbox is worth saying (a second or more)."""
@@ -158,6 +158,7 @@ def notes_used(count: int) -> str:
     return f"used {count} channel note{'s' if count != 1 else ''}"
 
 
+# The Show work and Notebook buttons under an answer (show_work.py, handlers.py)
 SHOW_WORK = "Show work"
 NOTEBOOK = "Notebook"
 SHOW_WORK_TITLE = "Show work"  # a modal's title: 24 characters at most

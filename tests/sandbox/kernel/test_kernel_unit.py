@@ -173,9 +173,17 @@ async def test_restart_on_request_restarts_then_runs() -> None:
     assert "status: ok" in content
 
 
-def _read_all(path: str, into: list[bytes]) -> None:
-    with open(path, "rb") as fifo:  # blocks until the kernel opens it
-        into.append(fifo.read())
+def _reader(path: str) -> tuple[threading.Thread, list[bytes]]:
+    """A reader of the FIFO at `path`, started, and what it will have read."""
+    read: list[bytes] = []
+
+    def read_all() -> None:
+        with open(path, "rb") as fifo:  # blocks until the kernel opens it
+            read.append(fifo.read())
+
+    thread = threading.Thread(target=read_all)
+    thread.start()
+    return thread, read
 
 
 def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) -> None:
@@ -184,9 +192,7 @@ def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) 
     has the done frame, never sends."""
     path = str(tmp_path / "c.out")
     os.mkfifo(path)
-    read: list[bytes] = []
-    reader = threading.Thread(target=_read_all, args=(path, read))
-    reader.start()
+    reader, read = _reader(path)
     frames = sci_kernel_output.Frames(None)
     frames.open_cell(path, every=0.05)
     frames.send({"t": "start", "id": "c"})
@@ -203,9 +209,7 @@ def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) 
 def test_frames_after_a_hand_off_go_to_the_next_reader_whole(tmp_path: Any) -> None:
     path = str(tmp_path / "c.out")
     os.mkfifo(path)
-    first: list[bytes] = []
-    reader = threading.Thread(target=_read_all, args=(path, first))
-    reader.start()
+    reader, first = _reader(path)
     frames = sci_kernel_output.Frames(None)
     frames.open_cell(path, every=0.05)
     frames.send({"t": "o", "d": "before"})
@@ -214,9 +218,7 @@ def test_frames_after_a_hand_off_go_to_the_next_reader_whole(tmp_path: Any) -> N
     reader.join(5)
     frames.send({"t": "o", "d": "held"})  # no reader yet: held
     os.mkfifo(path + ".1")
-    second: list[bytes] = []
-    reader = threading.Thread(target=_read_all, args=(path + ".1", second))
-    reader.start()
+    reader, second = _reader(path + ".1")
     while frames.held is not None:
         frames.tick()
         time.sleep(0.005)

@@ -40,7 +40,6 @@ class Frames:
         self.fd = fd
         self.lock = threading.Condition()
         self.base: str | None = None  # the running cell's FIFO, as its request named it
-        self.path: str | None = None  # the FIFO its frames go to now
         self.hand_offs = 0
         self.every = 0.0  # the running cell's hand-off interval (0: none)
         self.due: float | None = None  # when the current reader is handed off
@@ -63,8 +62,7 @@ class Frames:
         if path:
             fd = open_fifo(path)
             with self.lock:
-                self.fd, self.base, self.path, self.every = fd, path, path, every
-                self.hand_offs = 0
+                self.fd, self.base, self.every, self.hand_offs = fd, path, every, 0
                 self.due = time.monotonic() + every if every > 0 and fd is not None else None
             if self.due is not None:
                 with contextlib.suppress(OSError):
@@ -77,12 +75,19 @@ class Frames:
             while self.held is not None:  # the last frames go to the next reader first
                 self.lock.wait()
             fd, self.fd, self.due = self.fd, None, None
-            current, self.base, self.path = self.path, None, None
+            current, self.base = self.path, None
         if fd is not None:
             os.close(fd)
         remove(path)
         if current is not None and current != path:
             remove(current)
+
+    @property
+    def path(self) -> str | None:
+        """The FIFO the running cell's frames go to now: its own, or its latest reader's."""
+        if self.base is None or not self.hand_offs:
+            return self.base
+        return f"{self.base}.{self.hand_offs}"
 
     def wait_s(self) -> float | None:
         """How long the I/O thread may sleep before `tick` has work (None: no limit)."""
@@ -104,10 +109,9 @@ class Frames:
         self._write((json.dumps({"t": "more"}) + "\n").encode())
         if self.fd is not None:
             os.close(self.fd)
-        if self.path != self.base and self.path is not None:
-            remove(self.path)
+        if self.hand_offs and self.path is not None:
+            remove(self.path)  # the last reader's own FIFO
         self.hand_offs += 1
-        self.path = f"{self.base}.{self.hand_offs}"
         self.fd, self.due = None, None
         self.held, self.gives_up = [], now + HAND_OFF_WAIT_S
 
