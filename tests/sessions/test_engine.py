@@ -145,7 +145,11 @@ async def test_a_thread_over_max_sandboxes_is_told_it_waits_and_then_answered(
     async with engine_on(script, sandbox_root, max_sandboxes=1) as (engine, views, _, _fake):
         first = await engine.ask(KEY, "first", user="U1")
         await views.wait_for(ToolCallStarted, 30)
-        sandbox_id = engine.sandbox_id(KEY)
+        # The call may start while its sandbox is still being made (it is asked for at
+        # the question, and a busy host makes it slowly): the id is known once it is made.
+        async with asyncio.timeout(30):
+            while (sandbox_id := engine.sandbox_id(KEY)) is None:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
         second = await engine.ask(other, "second", user="U2")
         waiting = await views.wait_for(SandboxWaiting, 30)
         assert sandbox_id is not None
