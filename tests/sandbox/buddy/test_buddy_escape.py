@@ -130,6 +130,32 @@ async def test_the_kernel_folder_does_not_lead_the_bot_elsewhere(
         await sandbox.destroy()
 
 
+MOVE_FOLDER_AWHILE = """import glob, os, time
+folder = glob.glob('/buddy/work/.cache/kernel/*')[0]
+os.rename(folder, folder + '.away')
+time.sleep(2.5)  # past the kernel's check that its folder is still there
+os.rename(folder + '.away', folder)
+print('back')
+"""
+
+
+async def test_a_cell_that_moves_its_kernels_folder_away_awhile_still_ends(
+    sandbox_root: Path,
+) -> None:
+    """An idle kernel whose folder is gone takes it that a newer kernel cleared it, and
+    exits; a cell running in it may move the folder itself, and must not die of it."""
+    async with (
+        FakeBuddy(sandbox_root, boot_delay_s=0.05) as fake,
+        provider_for(fake) as made,
+    ):
+        sandbox = await made.create(SandboxSpec("kernel-moved"))
+        moved = await sandbox.run_code("python", MOVE_FOLDER_AWHILE, 20)
+        assert (moved.stdout.text, moved.kernel) == ("back\n", "started"), moved
+        later = await sandbox.run_code("python", "print('later')", 20)
+        assert (later.stdout.text, later.kernel) == ("later\n", "kept"), later
+        await sandbox.destroy()
+
+
 async def test_model_code_cannot_reach_the_users_services(sandbox_root: Path) -> None:
     """A socket in the user's runtime folder (/run/user/1000: a session bus, systemd's
     user manager) belongs to a service outside the namespace that would start what it is

@@ -101,6 +101,12 @@ class Kernel:
             raise KeyboardInterrupt
 
 
+def _taken_over(folder: str | None, kernel: Kernel) -> bool:
+    """A newer kernel has cleared this one's folder away. Only an idle kernel looks: a
+    running cell may move the folder itself, and its reader is still there."""
+    return folder is not None and not kernel.cells.running and not os.path.isdir(folder)
+
+
 def serve_io(fd: int, folder: str | None, kernel: Kernel) -> None:
     """The kernel's one I/O thread: requests, and the output of fds 1 and 2. (Threads count
     against the sandbox's process limit, shared by every sandbox.)"""
@@ -115,8 +121,8 @@ def serve_io(fd: int, folder: str | None, kernel: Kernel) -> None:
         if kernel.frames.wake in ready:
             os.read(kernel.frames.wake, 512)
             ready.remove(kernel.frames.wake)
-        if not ready and folder is not None and not os.path.isdir(folder):
-            os._exit(0)  # a newer kernel has taken over
+        if not ready and _taken_over(folder, kernel):
+            os._exit(0)
         for source in ready:
             data = os.read(source, 65536)
             if source in streams:
