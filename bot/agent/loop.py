@@ -165,8 +165,7 @@ class Agent:
                 continue
             # A turn cut short (a full context window, say) may still hold calls: they are
             # answered unrun, or the history is refused at the next question.
-            self._answer_unrun(calls, endings.ENDED_UNRUN)
-            await self._save()
+            await self._answer_unrun(calls, endings.ENDED_UNRUN)
             checked = await self._check(message)
             room = endings.has_room(run, self._config.max_turns)
             if stop in TERMINAL_STOPS and checked.missing and not corrected and room:
@@ -182,7 +181,7 @@ class Agent:
         if (limit := endings.limit_reached(run, self._config.max_turns)) is None:
             return None
         stop, note = limit
-        self._answer_unrun(calls, note)
+        await self._answer_unrun(calls, note)
         return await self._finish(run, message, view, stop)
 
     async def _check(self, message: Message) -> Checked:
@@ -272,9 +271,12 @@ class Agent:
             self._add_user(results)
             await asyncio.shield(self._save())
 
-    def _answer_unrun(self, calls: list[Any], note: str) -> None:
+    async def _answer_unrun(self, calls: list[Any], note: str) -> None:
+        """Calls the run ends without running are answered, and saved: a saved history
+        with a call unanswered would be refused at the next question."""
         if calls:
             self._add_user(tool_calls.unrun(calls, note))
+            await self._save()
 
     async def _finish(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.agent.loop import Checkpoint
 from bot.run_events import RunFailed, RunFinished, TextEmitted
 from bot.sessions.session import Session
 from tests.fakes.anthropic import (
@@ -33,6 +35,7 @@ async def session_with(
     min_cache_tokens: int = 1024,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     context_window: int | None = None,
+    checkpoint: Checkpoint | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Session, FakeAnthropic]]:
     fake_api = FakeAnthropic(
@@ -43,7 +46,7 @@ async def session_with(
     )
     async with fake_api as fake:
         runtime = runtime_for(fake.base_url, root, **settings)
-        session = runtime.sessions.new("loop-test")
+        session = runtime.sessions.new("loop-test", checkpoint=checkpoint)
         try:
             yield session, fake
         finally:
@@ -63,10 +66,18 @@ async def test_max_turns_stops_with_an_answer_and_a_note(sandbox_root: Path) -> 
     def script(req):  # never stops calling tools
         return Reply([text(f"step {req.turn}"), run_python("print(1)")])
 
-    async with session_with(script, sandbox_root, max_turns=3) as (session, fake):
+    saved: list[list[dict[str, Any]]] = []
+
+    async def checkpoint(history: list[dict[str, Any]], _archive: Any) -> None:
+        saved.append(json.loads(json.dumps(history)))
+
+    limited = session_with(script, sandbox_root, checkpoint=checkpoint, max_turns=3)
+    async with limited as (session, fake):
         result = await session.ask("loop forever", Recorder())
     assert isinstance(result, RunFinished) and result.stop == "max_turns"
     assert result.turns == 3 and len(fake.requests) == 3
+    # What a restarted bot would load is the history as it ended, unrun call answered.
+    assert saved[-1] == json.loads(json.dumps(session.agent.history))
     assert "Stopped after 3 turns" in result.answer
     # Before its last turn the model was told to answer now.
     last_user = fake.requests[-1].last_user_blocks
