@@ -403,7 +403,9 @@ def _profile_text(profiler: cProfile.Profile, rows: int = 22) -> str:
 
 
 # Parts of the bot's process, by where a function's own time is spent (first match wins).
+IDLE = "waiting in epoll (idle included)"
 PARTS = (
+    (IDLE, "'poll' of 'select.epoll'"),  # wall time: the loop asleep counts here
     ("bot: Slack front end", "/bot/slack/"),
     ("bot: model loop", "/bot/agent/"),
     ("bot: engine and sessions", "/bot/sessions/"),
@@ -412,7 +414,7 @@ PARTS = (
     ("anthropic SDK", "/anthropic/"),
     ("httpx / httpcore / anyio (model client)", ("/httpx", "/httpcore", "/anyio/", "/h11/")),
     (
-        "slack_sdk / slack_bolt / aiohttp",
+        "aiohttp / slack_sdk / slack_bolt (both clients)",
         ("/slack_sdk/", "/slack_bolt/", "/aiohttp/", "/yarl/", "/multidict/"),
     ),
     ("pydantic", "pydantic"),
@@ -438,10 +440,12 @@ def _split_text(stats: pstats.Stats) -> str:
             "other (stdlib, builtins)",
         )
         totals[part] += row[2]
+    idle = totals.pop(IDLE, 0.0)
     whole = sum(totals.values()) or 1.0
     lines = ["own time by part of the bot process (cProfile, event-loop thread):"]
     for part, spent in sorted(totals.items(), key=lambda item: -item[1]):
         lines.append(f"  {part:<44} {spent:7.2f} s  {spent / whole:5.1%}")
+    lines.append(f"  ({IDLE}: {idle:.2f} s more, not in the shares)")
     return "\n".join(lines) + "\n\n"
 
 

@@ -8,8 +8,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import anthropic
 import httpx2
+from anthropic._vendor.httpx_aiohttp import AiohttpTransport
 from anthropic.types import Message
 from anthropic.types.beta import BetaMessage
 
@@ -32,13 +34,6 @@ class PromptTooLong(ModelError):
     may fix it."""
 
 
-# The SDK's, but for idle connections kept: the pool checks every idle connection on each
-# request and each response's close (a socket poll apiece), so 100 kept idle made the pool
-# the bot's largest CPU cost at 200 runs at once. Past 20 idle, a connection is closed.
-CONNECTION_LIMITS = httpx2.Limits(
-    max_connections=anthropic.DEFAULT_CONNECTION_LIMITS.max_connections,
-    max_keepalive_connections=20,
-)
 # The SDK's TCP keepalive, which it sets only on a transport of its own making: a turn
 # answered whole is silent on the wire until it is done, minutes for a long one, and some
 # networks drop a connection idle that long.
@@ -64,15 +59,28 @@ def build_client(settings: Settings) -> anthropic.AsyncAnthropic:
         api_key=key.get_secret_value() if key else "no-key",
         base_url=settings.anthropic_base_url,
         max_retries=settings.anthropic_max_retries,
-        http_client=anthropic.DefaultAsyncHttpxClient(
-            transport=_LongWaitsNotRetried(limits=CONNECTION_LIMITS, socket_options=KEEPALIVE)
+        http_client=anthropic.DefaultAioHttpClient(
+            transport=ModelTransport(limits=anthropic.DEFAULT_CONNECTION_LIMITS)
         ),
     )
 
 
-class _LongWaitsNotRetried(httpx2.AsyncHTTPTransport):
-    """Marks an answer that asks for a long wait as not to be retried by the SDK (its own
-    `x-should-retry` header), so no SDK retry sleeps for minutes unseen."""
+class ModelTransport(AiohttpTransport):
+    """The SDK's aiohttp transport (its `aiohttp` extra), which costs the event loop about
+    half the CPU per turn of its default httpx one with hundreds of turns in flight: httpx's
+    pool walks every connection it holds on each request (`bench.model_turn_cpu`). On top:
+    the SDK's TCP keepalive, and an answer that asks for a long wait marked as not to be
+    retried by the SDK (its own `x-should-retry` header), so no SDK retry sleeps for
+    minutes unseen."""
+
+    def get_client(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            limit=self.limits.max_connections or 0,
+            keepalive_timeout=self.limits.keepalive_expiry,
+            ssl=self.ssl_context,
+            socket_factory=keepalive_socket,
+        )
+        return aiohttp.ClientSession(connector=connector)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await super().handle_async_request(request)
@@ -80,6 +88,15 @@ class _LongWaitsNotRetried(httpx2.AsyncHTTPTransport):
         if wait is not None and wait > SDK_LONGEST_WAIT_S:
             response.headers["x-should-retry"] = "false"
         return response
+
+
+def keepalive_socket(address: tuple[Any, ...]) -> socket.socket:
+    """A socket for the model API, with the SDK's TCP keepalive set."""
+    family, kind, proto = address[:3]
+    sock = socket.socket(family=family, type=kind, proto=proto)
+    for option in KEEPALIVE:
+        sock.setsockopt(*option)
+    return sock
 
 
 @dataclass(frozen=True)
