@@ -238,6 +238,7 @@ class Timings:
     def __init__(self) -> None:
         self.store_busy = 0.0  # on the store's worker thread
         self.store_calls = 0
+        self.store_commits = 0  # write transactions: writes queued together share one
         self.waits: dict[str, list[float]] = defaultdict(list)  # what -> seconds awaited
         self._lock = threading.Lock()
 
@@ -247,22 +248,24 @@ class Timings:
         import bot.agent.loop
         from bot.slack.web.edits import Edits
         from bot.store.sqlite import SqliteStore
+        from bot.store.sqlite_worker import StoreWorker
 
         timings = self
-        call, submit = SqliteStore._call, SqliteStore._submit
+        run_group, submit = StoreWorker._run_group, SqliteStore._submit
 
-        def timed_call(store: Any, fn: Callable, args: tuple, *, write: bool) -> Any:
+        def timed_run_group(worker: Any, conn: Any, group: list[Any]) -> None:
             started = time.perf_counter()
             try:
-                return call(store, fn, args, write=write)
+                run_group(worker, conn, group)
             finally:
                 with timings._lock:
                     timings.store_busy += time.perf_counter() - started
-                    timings.store_calls += 1
+                    timings.store_calls += len(group)
+                    timings.store_commits += group[0].write
 
-        async def timed_submit(store: Any, job: Any) -> Any:
+        async def timed_submit(store: Any, job: Any, *, write: bool) -> Any:
             async with timings.waiting("store call (queue + run)"):
-                return await submit(store, job)
+                return await submit(store, job, write=write)
 
         api_call = AsyncWebClient.api_call
 
@@ -283,7 +286,7 @@ class Timings:
                 await settle(edits, *args)
 
         Edits.settle = timed_settle  # type: ignore[method-assign]
-        SqliteStore._call = timed_call  # type: ignore[method-assign]
+        StoreWorker._run_group = timed_run_group  # type: ignore[method-assign]
         SqliteStore._submit = timed_submit  # type: ignore[method-assign]
         AsyncWebClient.api_call = timed_api_call  # type: ignore[method-assign]
         bot.agent.loop.create_message = timed_create_message  # type: ignore[assignment]
@@ -298,7 +301,7 @@ class Timings:
 
     def reset(self) -> None:
         with self._lock:
-            self.store_busy, self.store_calls = 0.0, 0
+            self.store_busy, self.store_calls, self.store_commits = 0.0, 0, 0
         self.waits.clear()
 
     def report(self) -> dict[str, Any]:
@@ -306,7 +309,12 @@ class Timings:
             what: (len(xs), statistics.median(xs), percentile(xs, 0.95), max(xs))
             for what, xs in self.waits.items()
         }
-        return {"store_busy": self.store_busy, "store_calls": self.store_calls, "waits": waits}
+        return {
+            "store_busy": self.store_busy,
+            "store_calls": self.store_calls,
+            "store_commits": self.store_commits,
+            "waits": waits,
+        }
 
 
 def bot_main(settings: Settings, conn: Connection, instrument: bool) -> None:
@@ -744,7 +752,8 @@ def print_watched(b: Batch) -> None:
     )
     print(
         f"store worker thread busy {t['store_busy']:.2f} s of {b.wall_s:.2f} s wall "
-        f"({t['store_busy'] / b.wall_s:.0%}), {t['store_calls']} calls"
+        f"({t['store_busy'] / b.wall_s:.0%}), {t['store_calls']} calls, "
+        f"{t['store_commits']} write transactions"
     )
     print(f"  {'awaited':<34} {'count':>6} {'median':>7} {'p95':>7} {'max':>7}")
     for what, (count, median, p95, top) in sorted(t["waits"].items()):

@@ -3,12 +3,9 @@ durability choices are in sqlite_schema.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +32,8 @@ from bot.store.base import (
     StoreError,
     ToolCallRecord,
 )
-from bot.store.sqlite_schema import BUSY_TIMEOUT_MS, connect, migrate, transaction
+from bot.store.sqlite_schema import BUSY_TIMEOUT_MS, connect, migrate
+from bot.store.sqlite_worker import StoreWorker
 from bot.store.values import check, check_schedule_update, check_update
 
 T = TypeVar("T")
@@ -48,29 +46,19 @@ class SqliteStore:
         """`busy_timeout_ms`: how long a write waits for another connection's lock."""
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._conn: sqlite3.Connection | None = None  # touched only on the worker thread
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker: StoreWorker | None = None
 
     async def open(self) -> None:
-        if self._executor is not None:
+        if self._worker is not None:
             raise StoreError("the store is already open")
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
-        try:
-            await asyncio.get_running_loop().run_in_executor(executor, self._connect)
-        except BaseException:
-            executor.shutdown(wait=False)
-            raise
-        self._executor = executor
+        worker = StoreWorker(self._connect, _disconnect, rows.integrity)
+        await worker.start()
+        self._worker = worker
 
     async def close(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        try:
-            # Queued after every call already made, so those finish first.
-            await asyncio.get_running_loop().run_in_executor(executor, self._disconnect)
-        finally:
-            executor.shutdown(wait=False)
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.stop()  # after every call already made
 
     async def ping(self) -> None:
         await self._read(rows.ping)
@@ -228,7 +216,7 @@ class SqliteStore:
 
     # The worker thread.
 
-    def _connect(self) -> None:
+    def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(self.path, self._busy_timeout_ms)
         try:
@@ -236,16 +224,7 @@ class SqliteStore:
         except BaseException:
             conn.close()
             raise
-        self._conn = conn
-
-    def _disconnect(self) -> None:
-        if self._conn is not None:
-            # Keeps the query planner's statistics fresh; best effort, as another process
-            # writing now (the bot, beside a `sessions` command) can hold the lock it needs.
-            with contextlib.suppress(sqlite3.OperationalError):
-                self._conn.execute("PRAGMA optimize")
-            self._conn.close()
-            self._conn = None
+        return conn
 
     # Schedules.
 
@@ -328,10 +307,10 @@ class SqliteStore:
     # Plumbing.
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._submit(functools.partial(self._call, fn, args, write=False))
+        return await self._submit(lambda conn: fn(conn, *args), write=False)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._submit(functools.partial(self._call, fn, args, write=True))
+        return await self._submit(lambda conn: fn(conn, *args), write=True)
 
     async def _fenced(self, key: str, token: int | None, fn: Callable[..., T], *args: Any) -> T:
         """A write for the thread `key`, refused in its own transaction if `token` is stale."""
@@ -354,17 +333,17 @@ class SqliteStore:
 
         return await self._write(write)
 
-    async def _submit(self, job: Callable[[], T]) -> T:
-        if self._executor is None:
+    async def _submit(self, job: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        """On the worker's thread; writes back to back share a commit (sqlite_worker.py).
+        A cancelled caller stops waiting, but a write already queued still lands."""
+        if self._worker is None:
             raise StoreError("the store is not open")
-        # A cancelled caller stops waiting, but a write already queued still lands.
-        return await asyncio.get_running_loop().run_in_executor(self._executor, job)
+        return await self._worker.run(job, write=write)
 
-    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], *, write: bool) -> T:
-        conn = self._conn
-        if conn is None:
-            raise StoreError("the store is not open")
-        if not write:
-            return fn(conn, *args)
-        with transaction(conn), rows.integrity():
-            return fn(conn, *args)
+
+def _disconnect(conn: sqlite3.Connection) -> None:
+    # Keeps the query planner's statistics fresh; best effort, as another process writing
+    # now (the bot, beside a `sessions` command) can hold the lock it needs.
+    with contextlib.suppress(sqlite3.OperationalError):
+        conn.execute("PRAGMA optimize")
+    conn.close()

@@ -5,10 +5,10 @@ Durability choices:
   transaction that never wrote its commit frame are ignored, so a killed write leaves no trace.
 - synchronous=FULL: the WAL is synced on every commit, so a commit the bot acted on (a sandbox
   made, a reply posted) survives a power loss or host crash too, not just a killed process.
-  NORMAL syncs only at checkpoints and may lose the last commits then. The bot commits a few
-  rows per model turn, seconds apart, so one sync per commit costs nothing that matters.
+  NORMAL syncs only at checkpoints and may lose the last commits then. Writes queued back
+  to back (many threads at once) share one commit, so the syncs do not pile up.
 - One connection on one thread: calls are serialised in the order they were made, and the
-  event loop never waits on the disk.
+  event loop never waits on the disk (sqlite_worker.py).
 """
 
 from __future__ import annotations
