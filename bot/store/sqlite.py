@@ -313,7 +313,7 @@ class SqliteStore:
         return await self._submit(lambda conn: fn(conn, *args), write=True)
 
     async def _fenced(self, key: str, token: int | None, fn: Callable[..., T], *args: Any) -> T:
-        """A write for the thread `key`, refused in its own transaction if `token` is stale."""
+        """A write for the thread `key`, refused (rolled back alone) if `token` is stale."""
 
         def write(conn: sqlite3.Connection) -> T:
             rows.check_fence(conn, key, token)
@@ -324,8 +324,8 @@ class SqliteStore:
     async def _fenced_run(
         self, run_id: str, token: int | None, fn: Callable[..., T], *args: Any
     ) -> T:
-        """A write for a run, refused in its own transaction if `token` is stale for the
-        run's thread."""
+        """A write for a run, refused (rolled back alone) if `token` is stale for the run's
+        thread."""
 
         def write(conn: sqlite3.Connection) -> T:
             rows.check_fence(conn, rows.run_key(conn, run_id), token)

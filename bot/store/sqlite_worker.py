@@ -67,8 +67,9 @@ class StoreWorker:
     async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
         """Run `fn` with the connection; a write in a transaction. A cancelled caller stops
         waiting, but its job, once submitted, still runs."""
-        assert self._loop is not None, "the worker is not started"
-        future: asyncio.Future[T] = self._loop.create_future()
+        if asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError("the store is used from an event loop it was not opened in")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._jobs.put(_Job(fn, write, future))
         return await future
 
