@@ -195,3 +195,12 @@ async def test_the_callers_of_a_large_group_are_woken_a_few_at_a_time(tmp_path: 
         counter.cancel()
     assert begins(statements) == 1
     assert len(set(woken_in)) >= 3, woken_in  # not all in one turn
+
+
+async def test_a_call_from_another_event_loop_is_refused_not_left_unanswered(
+    tmp_path: Path,
+) -> None:
+    async with worker_on(tmp_path / "db") as (worker, _):
+        with pytest.raises(RuntimeError, match="event loop it was not opened in"):
+            await asyncio.to_thread(asyncio.run, worker.run(items, write=False))
+        assert await worker.run(items, write=False) == []
