@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bot.store.sqlite_schema import transaction
+
 T = TypeVar("T")
 MAX_BATCH = 64  # jobs taken off the queue at once: bounds how long the first one waits
 SETTLE_AT_ONCE = 8  # callers woken per turn of the event loop
@@ -115,8 +117,7 @@ class StoreWorker:
             group[0].outcome = _outcome(lambda: group[0].fn(conn))
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            with conn:
+            with transaction(conn):
                 for job in group:
                     job.outcome = self._savepoint(conn, job)
         except Exception as exc:  # no transaction, or no commit (rolled back): none landed
@@ -159,12 +160,8 @@ def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
 
 
 def _settle_one(future: asyncio.Future[None] | None, error: BaseException | None) -> None:
-    if future is None or future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
+    if future is not None:
+        _resolve(future, None, error)
 
 
 def _settle(batch: list[_Job]) -> None:
@@ -174,10 +171,13 @@ def _settle(batch: list[_Job]) -> None:
         asyncio.get_running_loop().call_soon(_settle, batch[SETTLE_AT_ONCE:])
         batch = batch[:SETTLE_AT_ONCE]
     for job in batch:
-        if job.future.done():
-            continue  # its caller was cancelled
-        value, error = job.outcome
-        if error is None:
-            job.future.set_result(value)
-        else:
-            job.future.set_exception(error)
+        _resolve(job.future, *job.outcome)
+
+
+def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return  # its caller was cancelled
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
