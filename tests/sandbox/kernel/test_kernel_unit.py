@@ -174,7 +174,8 @@ async def test_restart_on_request_restarts_then_runs() -> None:
 
 
 def _reader(path: str) -> tuple[threading.Thread, list[bytes]]:
-    """A reader of the FIFO at `path`, started, and what it will have read."""
+    """A FIFO made at `path`, its reader started, and what it will have read."""
+    os.mkfifo(path)
     read: list[bytes] = []
 
     def read_all() -> None:
@@ -191,7 +192,6 @@ def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) 
     `more` may follow the done frame, or the kernel would wait for a reader the bot, which
     has the done frame, never sends."""
     path = str(tmp_path / "c.out")
-    os.mkfifo(path)
     reader, read = _reader(path)
     frames = sci_kernel_output.Frames(None)
     frames.open_cell(path, every=0.05)
@@ -208,7 +208,6 @@ def test_a_cell_done_as_its_hand_off_falls_due_is_not_handed_off(tmp_path: Any) 
 
 def test_frames_after_a_hand_off_go_to_the_next_reader_whole(tmp_path: Any) -> None:
     path = str(tmp_path / "c.out")
-    os.mkfifo(path)
     reader, first = _reader(path)
     frames = sci_kernel_output.Frames(None)
     frames.open_cell(path, every=0.05)
@@ -217,7 +216,6 @@ def test_frames_after_a_hand_off_go_to_the_next_reader_whole(tmp_path: Any) -> N
     frames.tick()  # the hand-off: the first reader's stream ends
     reader.join(5)
     frames.send({"t": "o", "d": "held"})  # no reader yet: held
-    os.mkfifo(path + ".1")
     reader, second = _reader(path + ".1")
     while frames.held is not None:
         frames.tick()
